@@ -1,0 +1,180 @@
+package io.lineagestore.engine
+
+import java.io.File
+import java.nio.file.Files
+
+import scala.collection.mutable
+import scala.jdk.CollectionConverters._
+
+import org.rocksdb._
+
+/** Tuning for the local RocksDB instance. */
+final case class RocksDbTuning(blockCacheBytes: Long = 64L << 20, writeBufferBytes: Long = 32L << 20)
+
+/**
+ * The executor-local RocksDB instance of one store, plus the batch in progress.
+ *
+ * Committed state lives in RocksDB; the batch in progress lives in [[PendingWrites]] and reaches RocksDB only
+ * through [[commit]], in one atomic write batch. Reads see the committed state overlaid with the pending
+ * writes. The write-ahead log is off: the durable copy of every commit is the delta file in the blob store,
+ * and after a crash the local directory is rebuilt from there.
+ *
+ * Not thread-safe for writes: one task uses a store at a time (Spark's contract); snapshot creation by
+ * maintenance only reads.
+ */
+final class LocalRocksDb(val dir: File, tuning: RocksDbTuning, pendingLimitBytes: Long, pendingLimitKey: String)
+    extends AutoCloseable {
+  RocksDB.loadLibrary()
+
+  private val cache = new LRUCache(tuning.blockCacheBytes)
+  private val tableConfig = new BlockBasedTableConfig().setBlockCache(cache).setFilterPolicy(new BloomFilter(10))
+  private val options = new Options()
+    .setCreateIfMissing(true)
+    .setWriteBufferSize(tuning.writeBufferBytes)
+    .setTableFormatConfig(tableConfig)
+    .setMaxOpenFiles(256)
+  private val writeOptions = new WriteOptions().setDisableWAL(true)
+  private val readOptions = new ReadOptions()
+  private var db: RocksDB = _
+  private val openIterators = mutable.Set.empty[RocksIterator]
+
+  val pending = new PendingWrites(pendingLimitBytes, pendingLimitKey)
+
+  open()
+
+  private def open(): Unit = {
+    Files.createDirectories(dir.toPath)
+    db = RocksDB.open(options, dir.getAbsolutePath)
+  }
+
+  /** Closes RocksDB so the caller may replace the directory's files, then [[reopen]]. */
+  def closeForReplace(): Unit = {
+    pending.clear()
+    closeIterators()
+    if (db != null) { db.close(); db = null }
+  }
+
+  def reopen(): Unit = { require(db == null, "reopen without closeForReplace"); open() }
+
+  def get(key: Array[Byte]): Array[Byte] = pending.lookup(key) match {
+    case Some(v) => v
+    case None    => db.get(readOptions, key)
+  }
+
+  /** The committed value only, ignoring the batch in progress. */
+  def getCommitted(key: Array[Byte]): Array[Byte] = db.get(readOptions, key)
+
+  def put(key: Array[Byte], value: Array[Byte]): Unit = pending.put(key, value)
+
+  def delete(key: Array[Byte]): Unit = pending.delete(key)
+
+  /**
+   * Keys in [from, until) in bytewise order, committed state overlaid with the batch in progress. The
+   * caller may write to this store while iterating; writes behind the cursor are not seen.
+   */
+  def scan(from: Array[Byte], until: Array[Byte]): CloseableIterator[(Array[Byte], Array[Byte])] = {
+    val it = db.newIterator(readOptions)
+    openIterators.synchronized(openIterators += it)
+    it.seek(from)
+    val base = new Iterator[(Array[Byte], Array[Byte])] {
+      override def hasNext: Boolean =
+        it.isOwningHandle && it.isValid && (until == null || PendingWrites.Order.compare(it.key(), until) < 0)
+      override def next(): (Array[Byte], Array[Byte]) = {
+        val kv = (it.key(), it.value()); it.next(); kv
+      }
+    }
+    new MergedIterator(base, pending.range(from, until), () => closeIterator(it))
+  }
+
+  /** Applies the batch in progress to RocksDB atomically and clears it. */
+  def commit(): Unit = {
+    val batch = new WriteBatch()
+    try {
+      pending.range(Array.emptyByteArray, null).foreach { case (k, v) =>
+        if (v == null) batch.delete(k) else batch.put(k, v)
+      }
+      db.write(writeOptions, batch)
+    } finally batch.close()
+    pending.clear()
+  }
+
+  /** Applies records straight to RocksDB atomically (replaying a verified delta file). */
+  def applyCommitted(records: WriteBatch): Unit = db.write(writeOptions, records)
+
+  def abort(): Unit = pending.clear()
+
+  /**
+   * Freezes the current committed state into `target` as a RocksDB checkpoint (hard links to the immutable
+   * SST files plus copies of the small files): the only synchronous part of taking a snapshot.
+   */
+  def checkpointTo(target: File): Unit = {
+    val flush = new FlushOptions().setWaitForFlush(true)
+    try db.flush(flush)
+    finally flush.close()
+    val cp = Checkpoint.create(db)
+    try cp.createCheckpoint(target.getAbsolutePath)
+    finally cp.close()
+  }
+
+  /** Names of the files of the live database (for metrics and tests). */
+  def liveFileNames: Seq[String] = db.getLiveFilesMetaData.asScala.map(_.fileName().stripPrefix("/")).toSeq
+
+  def approximateMemoryBytes: Long =
+    scala.util.Try(db.getLongProperty("rocksdb.cur-size-all-mem-tables")).getOrElse(0L) + pending.sizeBytes
+
+  private def closeIterator(it: RocksIterator): Unit = openIterators.synchronized {
+    if (openIterators.remove(it)) it.close()
+  }
+
+  private def closeIterators(): Unit = openIterators.synchronized {
+    openIterators.foreach(_.close())
+    openIterators.clear()
+  }
+
+  override def close(): Unit = {
+    closeForReplace()
+    writeOptions.close(); readOptions.close(); options.close(); cache.close()
+  }
+}
+
+/** An iterator holding a native resource; closed when exhausted or by [[close]]. */
+trait CloseableIterator[A] extends Iterator[A] with AutoCloseable
+
+/**
+ * Merges committed entries with pending ones (both ascending, bytewise); a pending entry shadows the committed
+ * entry of the same key, and a pending delete (value null) hides it.
+ */
+final class MergedIterator(
+    base: Iterator[(Array[Byte], Array[Byte])],
+    pending: Iterator[(Array[Byte], Array[Byte])],
+    onClose: () => Unit
+) extends CloseableIterator[(Array[Byte], Array[Byte])] {
+  private val b = base.buffered
+  private val p = pending.buffered
+  private var nextEntry: (Array[Byte], Array[Byte]) = _
+  private var closed = false
+
+  private def advance(): Unit = {
+    nextEntry = null
+    while (nextEntry == null && (b.hasNext || p.hasNext)) {
+      val cmp =
+        if (!b.hasNext) 1 else if (!p.hasNext) -1 else PendingWrites.Order.compare(b.head._1, p.head._1)
+      val candidate =
+        if (cmp < 0) b.next()
+        else { if (cmp == 0) b.next(); p.next() }
+      if (candidate._2 != null) nextEntry = candidate
+    }
+    if (nextEntry == null) close()
+  }
+
+  advance()
+
+  override def hasNext: Boolean = nextEntry != null
+  override def next(): (Array[Byte], Array[Byte]) = {
+    if (nextEntry == null) throw new NoSuchElementException
+    val r = nextEntry
+    advance()
+    r
+  }
+  override def close(): Unit = if (!closed) { closed = true; onClose() }
+}

@@ -1,0 +1,124 @@
+package io.lineagestore.lineage
+
+import scala.annotation.tailrec
+import scala.collection.mutable.ArrayBuffer
+
+/**
+ * What the resolver may ask about a store's checkpoint directory. Implementations do I/O; the resolver
+ * itself only decides, so it is tested with an in-memory map.
+ */
+trait LineageSource {
+
+  /** Whether `<version>_<uniqueId>.zip` exists (a complete snapshot). */
+  def hasSnapshot(id: CheckpointId): Boolean
+
+  /**
+   * The lineage record of `<version>_<uniqueId>.delta`: the checkpoints of versions v-1, v-2, ... down to the
+   * snapshot its writer presumed, newest first. None when that delta file does not exist.
+   */
+  def ancestorsOf(id: CheckpointId): Option[Seq[CheckpointId]]
+}
+
+/** Where a load starts from. */
+sealed trait LoadBase { def id: CheckpointId }
+object LoadBase {
+  case object Empty extends LoadBase { val id: CheckpointId = CheckpointId.Empty }
+  final case class Snapshot(id: CheckpointId) extends LoadBase
+  final case class Local(id: CheckpointId) extends LoadBase
+}
+
+/**
+ * How to reach `target`: open `base`, then replay `deltas` (ascending versions, each the child of the one
+ * before, the last being `target`). `lineage` lists target's ancestors newest first down to base's version
+ * (inclusive; empty when the base is the empty state at version 0 and target is version 1).
+ */
+final case class LoadPlan(
+    target: CheckpointId,
+    base: LoadBase,
+    deltas: Seq[CheckpointId],
+    lineage: Seq[CheckpointId]
+) {
+  def isNoOp: Boolean = base == LoadBase.Local(target)
+}
+
+class LineageException(message: String) extends IllegalStateException(message)
+
+/**
+ * Resolves which files rebuild a checkpoint, following the checkpoint-structure-V2 design:
+ *   1. the store already holds `target` locally: nothing to do;
+ *   2. otherwise read target's delta lineage; if the local store is at one of its ancestors, replay from there;
+ *   3. otherwise take the newest snapshot among target and its ancestors;
+ *   4. if no presumed snapshot exists (its upload failed or was cleaned), keep tracing lineage through the
+ *      oldest ancestor's own delta, down to the empty state at version 0 if that is what it takes.
+ * Attempts outside the lineage (another unique ID at some version) are never looked at.
+ */
+object LineageResolver {
+
+  def plan(target: CheckpointId, local: Option[CheckpointId], source: LineageSource): LoadPlan = {
+    if (local.contains(target)) return LoadPlan(target, LoadBase.Local(target), Nil, Nil)
+    if (target.isEmptyState) return LoadPlan(target, LoadBase.Empty, Nil, Nil)
+
+    val chain = ArrayBuffer[CheckpointId](target) // target, then ancestors, newest first
+
+    // chain ends with the base's checkpoint (or at version 1 when the base is the empty state)
+    def finish(base: LoadBase): LoadPlan =
+      LoadPlan(target, base, chain.takeWhile(_ != base.id).reverse.toList, chain.drop(1).toList)
+
+    @tailrec
+    def walk(cursor: CheckpointId): LoadPlan = {
+      val ancestors = source.ancestorsOf(cursor) match {
+        case Some(a) => a
+        case None if cursor == target && source.hasSnapshot(target) =>
+          return LoadPlan(target, LoadBase.Snapshot(target), Nil, Nil)
+        case None =>
+          throw new LineageException(
+            s"cannot load checkpoint $target: the delta file ${cursor.deltaFileName} it depends on is missing " +
+              s"(lineage so far: ${chain.mkString(" <- ")}). The checkpoint directory was damaged or cleaned " +
+              "by hand; restore the missing file or restart the query from an older checkpoint."
+          )
+      }
+      checkContiguous(cursor, ancestors)
+      if (cursor == target) {
+        local.find(ancestors.contains) match {
+          case Some(l) =>
+            chain ++= ancestors.takeWhile(_ != l)
+            chain += l
+            return finish(LoadBase.Local(l))
+          case None =>
+            if (source.hasSnapshot(target)) return LoadPlan(target, LoadBase.Snapshot(target), Nil, Nil)
+        }
+      }
+      var i = 0
+      while (i < ancestors.size) {
+        val a = ancestors(i)
+        chain += a
+        if (source.hasSnapshot(a)) return finish(LoadBase.Snapshot(a))
+        i += 1
+      }
+      val oldest = chain.last
+      if (oldest.version == 1) finish(LoadBase.Empty)
+      else walk(oldest)
+    }
+
+    walk(target)
+  }
+
+  /** The lineage of `child` must list versions child-1, child-2, ... with no gap. */
+  private def checkContiguous(child: CheckpointId, ancestors: Seq[CheckpointId]): Unit = {
+    ancestors.zipWithIndex.foreach { case (a, i) =>
+      val expected = child.version - 1 - i
+      if (a.version != expected || expected < 1) {
+        throw new LineageException(
+          s"lineage record of ${child.deltaFileName} is inconsistent: entry $i is $a, expected version " +
+            s"$expected. The file was not written by lineagestore or is damaged."
+        )
+      }
+    }
+    if (ancestors.isEmpty && child.version > 1) {
+      throw new LineageException(
+        s"lineage record of ${child.deltaFileName} is empty but version ${child.version} needs a parent. " +
+          "The file was not written by lineagestore or is damaged."
+      )
+    }
+  }
+}

@@ -1,0 +1,70 @@
+package io.lineagestore.lineage
+
+import io.lineagestore.lineage.CheckpointId.{Delta, FileKind, Snapshot}
+
+/** A checkpoint file known to exist. */
+final case class CheckpointFile(id: CheckpointId, kind: FileKind) {
+  def name: String = if (kind == Delta) id.deltaFileName else id.snapshotFileName
+}
+
+/**
+ * Result of retention planning. `delete` never contains a file the retained versions need; `snapshotBase` is
+ * the checkpoint every retained version can be rebuilt from (the empty state when it is version 0).
+ */
+final case class RetentionPlan(
+    oldestRetained: Long,
+    snapshotBase: CheckpointId,
+    delete: Seq[CheckpointFile],
+    retainedSnapshots: Seq[CheckpointId]
+)
+
+/**
+ * Pure clean-up planning from the committed lineage. Retains versions [head - minVersionsToRetain + 1, head]
+ * (what Spark's minBatchesToRetain asks for) and everything needed to rebuild each of them: the newest
+ * snapshot of the committed lineage at or below the oldest retained version, and every committed delta after
+ * it. Losing attempts (another unique ID at a version) are removed only once their version left the window.
+ */
+object RetentionPlanner {
+
+  /**
+   * @param committed committed unique ID per version, covering at least head down to the snapshot base;
+   *                  if it does not reach that far, nothing below the known part is deleted.
+   * @param existing  checkpoint files known to exist
+   */
+  def plan(
+      head: CheckpointId,
+      committed: Map[Long, String],
+      existing: Seq[CheckpointFile],
+      minVersionsToRetain: Int
+  ): RetentionPlan = {
+    require(minVersionsToRetain >= 1, "minVersionsToRetain must be >= 1")
+    require(committed.get(head.version).contains(head.uniqueId), s"committed lineage must contain head $head")
+    val oldestRetained = math.max(1L, head.version - minVersionsToRetain + 1)
+    val snapshots = existing.filter(_.kind == Snapshot).map(_.id).toSet
+
+    // newest committed snapshot at or below the oldest retained version; walking down needs a known lineage
+    var v = oldestRetained
+    var base: Option[CheckpointId] = None
+    var lineageKnown = true
+    while (base.isEmpty && v >= 1 && lineageKnown) {
+      committed.get(v) match {
+        case Some(id) if snapshots.contains(CheckpointId(v, id)) => base = Some(CheckpointId(v, id))
+        case Some(_)                                             => v -= 1
+        case None                                                => lineageKnown = false
+      }
+    }
+    val snapshotBase = base.getOrElse(CheckpointId.Empty)
+    if (base.isEmpty && !lineageKnown) {
+      // cannot prove what the oldest retained version needs: delete nothing
+      return RetentionPlan(oldestRetained, snapshotBase, Nil, snapshots.toSeq.sortBy(_.version))
+    }
+    val delete = existing.filter { f =>
+      val ver = f.id.version
+      val isCommitted = committed.get(ver).contains(f.id.uniqueId)
+      ver < snapshotBase.version || (ver < oldestRetained && !isCommitted)
+    }
+    val deleted = delete.toSet
+    val retainedSnapshots = existing.filter(f => f.kind == Snapshot && !deleted(f)).map(_.id)
+    RetentionPlan(oldestRetained, snapshotBase, delete.sortBy(f => (f.id.version, f.name)), retainedSnapshots)
+  }
+}

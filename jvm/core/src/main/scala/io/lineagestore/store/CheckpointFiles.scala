@@ -1,0 +1,290 @@
+package io.lineagestore.store
+
+import java.io._
+import java.nio.file.{Files, StandardCopyOption}
+import java.security.{DigestInputStream, MessageDigest}
+import java.util.UUID
+import java.util.concurrent.{Callable, ExecutorService}
+import java.util.zip.{ZipEntry, ZipInputStream, ZipOutputStream}
+
+import scala.collection.mutable
+import scala.jdk.CollectionConverters._
+
+import io.lineagestore.format._
+import io.lineagestore.lineage.{CheckpointFile, CheckpointId, LineageSource}
+import io.lineagestore.snapshot.{LocalFile, SnapshotPlanner, UploadDecision}
+import io.lineagestore.storage.{BlobNotFoundException, BlobStore}
+
+/** Byte and file counts of one transfer, for metrics. */
+final case class TransferStats(filesMoved: Int = 0, bytesMoved: Long = 0, filesReused: Int = 0, bytesReused: Long = 0) {
+  def +(o: TransferStats): TransferStats =
+    TransferStats(filesMoved + o.filesMoved, bytesMoved + o.bytesMoved, filesReused + o.filesReused, bytesReused + o.bytesReused)
+}
+
+/**
+ * Executes the remote side of one store's checkpoints: writes and reads delta files, uploads and restores
+ * snapshots, deletes files. It decides nothing: what to upload, download or delete comes from the pure
+ * planners ([[SnapshotPlanner]], [[io.lineagestore.lineage.RetentionPlanner]],
+ * [[io.lineagestore.lineage.LineageResolver]]).
+ *
+ * On-storage layout of one store (`<checkpoint>/state/<operatorId>/<partitionId>[/<storeName>]`):
+ * {{{
+ *   <store dir>/
+ *   ├── <version>_<uniqueId>.delta   every commit of every attempt; first record: lineage
+ *   ├── <version>_<uniqueId>.zip     snapshot, written last: INDEX + small RocksDB files (CURRENT, MANIFEST...)
+ *   └── shared/
+ *       └── <uuid>.sst               immutable SST bytes, stored once, referenced by snapshot INDEXes
+ * }}}
+ * A snapshot exists once its zip exists: its shared blobs are all uploaded before the zip is written.
+ */
+final class CheckpointFiles(val blobs: BlobStore, val store: StoreIdentity, transferPool: ExecutorService)
+    extends LineageSource {
+  import CheckpointFiles._
+
+  // ---- deltas ---------------------------------------------------------------------------------------------
+
+  /** Writes `<id>.delta` atomically: header with lineage, then the records. */
+  def writeDelta(id: CheckpointId, ancestors: Seq[CheckpointId])(records: DeltaFile.Writer => Unit): Long = {
+    var count = 0L
+    blobs.write(id.deltaFileName) { out =>
+      val w = new DeltaFile.Writer(out, DeltaHeader(store, id, ancestors))
+      records(w)
+      count = w.recordCount
+      w.close()
+    }
+    count
+  }
+
+  override def ancestorsOf(id: CheckpointId): Option[Seq[CheckpointId]] = {
+    val in =
+      try blobs.open(id.deltaFileName)
+      catch { case _: BlobNotFoundException => return None }
+    try Some(DeltaFile.readHeader(in, blobs.locate(id.deltaFileName), store, id).ancestors)
+    finally in.close()
+  }
+
+  override def hasSnapshot(id: CheckpointId): Boolean = blobs.exists(id.snapshotFileName)
+
+  /** Streams a verified delta into `onRecord`; see [[DeltaFile.read]] for the staging contract. */
+  def readDelta(id: CheckpointId)(onRecord: (Array[Byte], Array[Byte]) => Unit): DeltaHeader = {
+    val name = id.deltaFileName
+    val in =
+      try blobs.open(name)
+      catch {
+        case e: BlobNotFoundException =>
+          throw new CorruptCheckpointFileException(blobs.locate(name), "it is missing", e)
+      }
+    try DeltaFile.read(in, blobs.locate(name), store, id)(onRecord)
+    finally in.close()
+  }
+
+  // ---- snapshots ------------------------------------------------------------------------------------------
+
+  /**
+   * Uploads the frozen RocksDB checkpoint in `dir` as snapshot `id`, reusing every shared blob of `base` that
+   * holds identical content, uploading the rest in parallel, and writing the zip last. `knownHashes` gives the
+   * SHA-256 of files already known (name -> (size, hash)) and receives those computed here.
+   */
+  def uploadSnapshot(
+      id: CheckpointId,
+      ancestors: Seq[CheckpointId],
+      dir: File,
+      base: Option[SnapshotIndex],
+      knownHashes: mutable.Map[String, (Long, String)]
+  ): (SnapshotIndex, TransferStats) = {
+    val localFiles = Option(dir.listFiles()).getOrElse(Array.empty[File]).filter(_.isFile).sortBy(_.getName)
+    def local(f: File): LocalFile = {
+      val known = knownHashes.get(f.getName).filter(_._1 == f.length()).map(_._2)
+      LocalFile(f.getName, f.length(), known)
+    }
+    val byName = localFiles.map(f => f.getName -> f).toMap
+    val first = SnapshotPlanner.planUpload(localFiles.toSeq.map(local), base)
+    // files matching the base by name and size get hashed locally, then decided again
+    val decisions = first.map {
+      case UploadDecision.HashFirst(f) =>
+        val h = sha256Of(byName(f.name))
+        knownHashes.synchronized(knownHashes(f.name) = (f.size, h))
+        SnapshotPlanner.planUpload(Seq(f.copy(sha256 = Some(h))), base).head
+      case d => d
+    }
+    val uploads = decisions.collect { case UploadDecision.Upload(f) =>
+      transferPool.submit(new Callable[SnapshotFile] {
+        override def call(): SnapshotFile = {
+          val blob = s"$SharedDir/${UUID.randomUUID()}.sst"
+          val digest = MessageDigest.getInstance("SHA-256")
+          blobs.write(blob) { out =>
+            val in = new DigestInputStream(new FileInputStream(byName(f.name)), digest)
+            try in.transferTo(out)
+            finally in.close()
+          }
+          val h = hex(digest.digest())
+          knownHashes.synchronized(knownHashes(f.name) = (f.size, h))
+          SnapshotFile(f.name, f.size, h, Some(blob))
+        }
+      })
+    }
+    val uploaded = uploads.map(await)
+    val inline = decisions.collect { case UploadDecision.Inline(f) =>
+      SnapshotFile(f.name, f.size, sha256Of(byName(f.name)), None)
+    }
+    val reused = decisions.collect { case UploadDecision.Reuse(f, existing) =>
+      SnapshotFile(f.name, f.size, existing.sha256, existing.blob)
+    }
+    val index = SnapshotIndex(store, id, ancestors, (uploaded ++ inline ++ reused).sortBy(_.name))
+    blobs.write(id.snapshotFileName) { out =>
+      val zip = new ZipOutputStream(new BufferedOutputStream(out, 1 << 16))
+      zip.putNextEntry(new ZipEntry(IndexEntry))
+      zip.write(SnapshotIndex.serialize(index))
+      zip.closeEntry()
+      inline.foreach { f =>
+        zip.putNextEntry(new ZipEntry(f.name))
+        Files.copy(byName(f.name).toPath, zip)
+        zip.closeEntry()
+      }
+      zip.finish()
+      zip.flush()
+    }
+    val stats = TransferStats(
+      filesMoved = uploaded.size + inline.size,
+      bytesMoved = (uploaded ++ inline).map(_.size).sum,
+      filesReused = reused.size,
+      bytesReused = reused.map(_.size).sum
+    )
+    (index, stats)
+  }
+
+  /** Reads and verifies only the INDEX of snapshot `id`. */
+  def readSnapshotIndex(id: CheckpointId): SnapshotIndex = {
+    val zip = new ZipInputStream(new BufferedInputStream(openSnapshot(id), 1 << 16))
+    try {
+      val e = zip.getNextEntry
+      val location = blobs.locate(id.snapshotFileName)
+      if (e == null || e.getName != IndexEntry) DeltaFile.corrupt(location, "no INDEX entry first in the zip")
+      checkIndex(SnapshotIndex.parse(DeltaFile.guard(location)(zip.readAllBytes()), location), id, location)
+    } finally zip.close()
+  }
+
+  /**
+   * Restores snapshot `id` into `target` (a closed RocksDB directory): keeps local files whose content the
+   * snapshot has, downloads the missing shared blobs in parallel verifying each checksum as it streams,
+   * extracts the small files, and removes everything else. `knownHashes` describes the files now in `target`
+   * and is replaced by the snapshot's files on success.
+   */
+  def restoreSnapshot(
+      id: CheckpointId,
+      target: File,
+      knownHashes: mutable.Map[String, (Long, String)]
+  ): (SnapshotIndex, TransferStats) = {
+    val location = blobs.locate(id.snapshotFileName)
+    val zip = new ZipInputStream(new BufferedInputStream(openSnapshot(id), 1 << 16))
+    try {
+      val first = zip.getNextEntry
+      if (first == null || first.getName != IndexEntry) DeltaFile.corrupt(location, "no INDEX entry first in the zip")
+      val index = checkIndex(SnapshotIndex.parse(DeltaFile.guard(location)(zip.readAllBytes()), location), id, location)
+      Files.createDirectories(target.toPath)
+      val localFiles = Option(target.listFiles()).getOrElse(Array.empty[File]).filter(_.isFile).map { f =>
+        LocalFile(f.getName, f.length(), knownHashes.get(f.getName).filter(_._1 == f.length()).map(_._2))
+      }
+      val plan = SnapshotPlanner.planDownload(index, localFiles.toSeq)
+      plan.removeLocal.foreach(n => Files.deleteIfExists(new File(target, n).toPath))
+      val downloads = plan.download.map { f =>
+        transferPool.submit(new Callable[Unit] {
+          override def call(): Unit = download(f, new File(target, f.name))
+        })
+      }
+      downloads.foreach(await)
+      val inlineByName = plan.inline.map(f => f.name -> f).toMap
+      var e = zip.getNextEntry
+      val extracted = mutable.Set.empty[String]
+      while (e != null) {
+        val f = inlineByName.getOrElse(e.getName, DeltaFile.corrupt(location, s"unexpected entry ${e.getName}"))
+        writeVerified(zip, new File(target, f.name), f, location)
+        extracted += f.name
+        e = zip.getNextEntry
+      }
+      val missing = inlineByName.keySet -- extracted
+      if (missing.nonEmpty) DeltaFile.corrupt(location, s"entries ${missing.mkString(", ")} are missing")
+      knownHashes.synchronized {
+        knownHashes.clear()
+        index.files.foreach(f => knownHashes(f.name) = (f.size, f.sha256))
+      }
+      val moved = plan.download ++ plan.inline
+      (index, TransferStats(moved.size, moved.map(_.size).sum, plan.keep.size, plan.keep.map(_.size).sum))
+    } catch {
+      case e: java.util.zip.ZipException => throw new CorruptCheckpointFileException(location, e.getMessage, e)
+      case e: EOFException               => throw new CorruptCheckpointFileException(location, "truncated", e)
+    } finally zip.close()
+  }
+
+  private def openSnapshot(id: CheckpointId): InputStream =
+    try blobs.open(id.snapshotFileName)
+    catch {
+      case e: BlobNotFoundException =>
+        throw new CorruptCheckpointFileException(blobs.locate(id.snapshotFileName), "it is missing", e)
+    }
+
+  private def checkIndex(index: SnapshotIndex, id: CheckpointId, location: String): SnapshotIndex = {
+    if (index.store != store) DeltaFile.corrupt(location, s"it belongs to ${index.store}, not to $store")
+    if (index.checkpoint != id) DeltaFile.corrupt(location, s"it holds checkpoint ${index.checkpoint}, not $id")
+    index
+  }
+
+  private def download(f: SnapshotFile, dest: File): Unit = {
+    val blob = f.blob.get
+    val in =
+      try blobs.open(blob)
+      catch {
+        case e: BlobNotFoundException =>
+          throw new CorruptCheckpointFileException(blobs.locate(blob), s"it is missing (needed for ${f.name})", e)
+      }
+    try writeVerified(in, dest, f, blobs.locate(blob))
+    finally in.close()
+  }
+
+  /** Copies `in` to `dest` through a temporary file, checking size and SHA-256 on the fly. */
+  private def writeVerified(in: InputStream, dest: File, f: SnapshotFile, location: String): Unit = {
+    val tmp = new File(dest.getParentFile, s".${dest.getName}.${UUID.randomUUID()}.tmp")
+    val digest = MessageDigest.getInstance("SHA-256")
+    val n =
+      try {
+        val out = new FileOutputStream(tmp)
+        try new DigestInputStream(in, digest).transferTo(out)
+        finally out.close()
+      } catch { case t: Throwable => tmp.delete(); throw t }
+    val h = hex(digest.digest())
+    if (n != f.size || h != f.sha256) {
+      tmp.delete()
+      DeltaFile.corrupt(location, s"content of ${f.name} does not match its index (size $n vs ${f.size})")
+    }
+    Files.move(tmp.toPath, dest.toPath, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE)
+  }
+
+  // ---- listing and deletion (maintenance only) ------------------------------------------------------------
+
+  /** Checkpoint files of this store, by listing: only the orphan sweep and tools call this. */
+  def listCheckpointFiles(): Seq[CheckpointFile] =
+    blobs.list("").flatMap(b => CheckpointId.parseFileName(b.name).map { case (id, k) => CheckpointFile(id, k) })
+
+  def listSharedBlobs(): Seq[io.lineagestore.storage.BlobInfo] = blobs.list(SharedDir)
+
+  def delete(name: String): Unit = blobs.delete(name)
+}
+
+object CheckpointFiles {
+  val SharedDir = "shared"
+  val IndexEntry = "INDEX"
+
+  def sha256Of(f: File): String = {
+    val digest = MessageDigest.getInstance("SHA-256")
+    val in = new DigestInputStream(new FileInputStream(f), digest)
+    try in.transferTo(OutputStream.nullOutputStream())
+    finally in.close()
+    hex(digest.digest())
+  }
+
+  def hex(b: Array[Byte]): String = b.map(x => f"${x & 0xff}%02x").mkString
+
+  private def await[T](f: java.util.concurrent.Future[T]): T =
+    try f.get()
+    catch { case e: java.util.concurrent.ExecutionException => throw e.getCause }
+}

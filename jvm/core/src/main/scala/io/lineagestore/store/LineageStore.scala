@@ -1,0 +1,364 @@
+package io.lineagestore.store
+
+import java.io.File
+import java.util.concurrent.ConcurrentLinkedQueue
+import java.util.concurrent.atomic.AtomicLong
+
+import scala.collection.mutable
+import scala.jdk.CollectionConverters._
+
+import org.rocksdb.WriteBatch
+
+import io.lineagestore.engine.{CloseableIterator, LocalRocksDb}
+import io.lineagestore.format.SnapshotIndex
+import io.lineagestore.lineage._
+
+/** Counters a store exposes as metrics; all cumulative over the store's life unless named "last". */
+final class StoreCounters {
+  val bytesUploaded = new AtomicLong
+  val filesUploaded = new AtomicLong
+  val bytesReused = new AtomicLong
+  val filesReused = new AtomicLong
+  val bytesDownloaded = new AtomicLong
+  val filesDownloaded = new AtomicLong
+  val snapshotsUploaded = new AtomicLong
+  val deltasReplayed = new AtomicLong
+  val filesDeleted = new AtomicLong
+  val lastLoadMs = new AtomicLong
+  val lastCommitMs = new AtomicLong
+  val lastSnapshotUploadMs = new AtomicLong
+  val lastDeltaBytes = new AtomicLong
+}
+
+/**
+ * One store's state: a local RocksDB ([[LocalRocksDb]]) and its unforkable lineage of checkpoints in a blob
+ * store ([[CheckpointFiles]]). This class sequences load, commit, snapshot and clean-up; what to load, upload
+ * and delete is decided by the pure planners.
+ *
+ * Threads: one task at a time calls load/read/write/commit/abort (Spark's contract); Spark's maintenance
+ * thread calls [[uploadSnapshots]] and [[cleanup]] concurrently. They share only the frozen-checkpoint queue,
+ * the committed head and the per-generation hash caches, all safe for that.
+ */
+final class LineageStore(
+    files: CheckpointFiles,
+    localRoot: File,
+    settings: StoreSettings,
+    crash: CrashPoints = CrashPoints.None,
+    clock: () => Long = () => System.currentTimeMillis()
+) extends AutoCloseable {
+
+  /** Hashes of files in the local DB directory, valid until the directory is replaced by a restore. */
+  private final class Generation(val hashes: mutable.Map[String, (Long, String)])
+  private final case class Frozen(id: CheckpointId, ancestors: Seq[CheckpointId], dir: File, gen: Generation)
+
+  private val dbDir = new File(localRoot, "db")
+  private val frozenRoot = new File(localRoot, "frozen")
+  private val db = new LocalRocksDb(dbDir, settings.tuning, settings.maxPendingBytes, settings.maxPendingBytesKey)
+  val columnFamilies = new ColumnFamilies(db)
+  val counters = new StoreCounters
+
+  // what the local DB holds: checkpoint, its ancestors back to the presumed snapshot, and that snapshot's version
+  private var loaded: Option[CheckpointId] = None
+  private var ancestors: Seq[CheckpointId] = Nil
+  private var presumedSnapshotVersion = 0L
+  private var generation = new Generation(mutable.Map.empty)
+
+  private val frozen = new ConcurrentLinkedQueue[Frozen]()
+  @volatile private var lastUploaded: Option[SnapshotIndex] = None
+  // committed lineage (version -> unique ID) as far as known, and its head: the newest checkpoint Spark loaded
+  private val committed = mutable.Map.empty[Long, String]
+  @volatile private var committedHead: Option[CheckpointId] = None
+  // clean-up's knowledge of which checkpoint files exist and of snapshot indexes already read
+  private val knownFiles = mutable.Set.empty[CheckpointFile]
+  private val indexCache = mutable.Map.empty[CheckpointId, SnapshotIndex]
+  private var cleanupsSinceSweep = Int.MaxValue
+
+  def loadedCheckpoint: Option[CheckpointId] = loaded
+  def checkpointFiles: CheckpointFiles = files
+
+  // ---- load -----------------------------------------------------------------------------------------------
+
+  /** Makes the local DB hold `target`, loading as little as the lineage allows. */
+  def load(target: CheckpointId): LoadPlan = {
+    val start = clock()
+    db.abort()
+    val plan = LineageResolver.plan(target, loaded, files)
+    try execute(plan)
+    catch {
+      case t: Throwable =>
+        loaded = None // local directory state unknown: the next load starts from a snapshot or the empty state
+        throw t
+    }
+    noteCommitted(target, plan.lineage)
+    counters.lastLoadMs.set(clock() - start)
+    plan
+  }
+
+  private def execute(plan: LoadPlan): Unit = {
+    plan.base match {
+      case LoadBase.Local(l) =>
+        // ancestors of l back to its presumed snapshot stay valid below the newly replayed part
+        if (plan.deltas.nonEmpty) ancestors = plan.lineage ++ (if (loaded.contains(l)) ancestors else Nil)
+      case LoadBase.Empty =>
+        replaceLocalDirectory { () =>
+          deleteRecursively(dbDir)
+          generation = new Generation(mutable.Map.empty)
+        }
+        presumedSnapshotVersion = 0
+        ancestors = plan.lineage
+      case LoadBase.Snapshot(s) =>
+        replaceLocalDirectory { () =>
+          val hashes = mutable.Map.empty[String, (Long, String)] ++= generation.hashes
+          val (index, stats) = files.restoreSnapshot(s, dbDir, hashes)
+          generation = new Generation(hashes)
+          lastUploaded = Some(index)
+          indexCache(s) = index
+          counters.filesDownloaded.addAndGet(stats.filesMoved)
+          counters.bytesDownloaded.addAndGet(stats.bytesMoved)
+          counters.filesReused.addAndGet(stats.filesReused)
+        }
+        presumedSnapshotVersion = s.version
+        ancestors = plan.lineage.takeWhile(_.version >= s.version)
+    }
+    plan.deltas.foreach(replay)
+    loaded = Some(plan.target)
+    if (plan.deltas.nonEmpty && plan.base.isInstanceOf[LoadBase.Local]) {
+      ancestors = ancestors.takeWhile(_.version >= presumedSnapshotVersion)
+    }
+    columnFamilies.reload()
+  }
+
+  private def replaceLocalDirectory(body: () => Unit): Unit = {
+    loaded = None
+    db.closeForReplace()
+    try body()
+    finally db.reopen()
+  }
+
+  /** Replays one verified delta into the local DB in a single atomic write. */
+  private def replay(id: CheckpointId): Unit = {
+    val batch = new WriteBatch()
+    try {
+      files.readDelta(id) { (k, v) => if (v == null) batch.delete(k) else batch.put(k, v) }
+      db.applyCommitted(batch)
+    } finally batch.close()
+    counters.deltasReplayed.incrementAndGet()
+  }
+
+  // ---- reads and writes of the batch in progress ----------------------------------------------------------
+
+  def get(cf: Int, key: Array[Byte]): Array[Byte] = db.get(ColumnFamilies.fullKey(cf, key))
+
+  def put(cf: Int, key: Array[Byte], value: Array[Byte]): Unit = {
+    val full = ColumnFamilies.fullKey(cf, key)
+    if (db.get(full) == null) columnFamilies.adjustCount(cf, 1)
+    db.put(full, value)
+  }
+
+  def delete(cf: Int, key: Array[Byte]): Unit = {
+    val full = ColumnFamilies.fullKey(cf, key)
+    if (db.get(full) != null) {
+      columnFamilies.adjustCount(cf, -1)
+      db.delete(full)
+    }
+  }
+
+  /** Keys of family `cf` in [from, until) (user keys; until null = to the family's end). */
+  def scan(cf: Int, from: Array[Byte], until: Array[Byte]): CloseableIterator[(Array[Byte], Array[Byte])] = {
+    val inner = db.scan(
+      ColumnFamilies.fullKey(cf, from),
+      if (until == null) ColumnFamilies.prefix(cf + 1) else ColumnFamilies.fullKey(cf, until)
+    )
+    new CloseableIterator[(Array[Byte], Array[Byte])] {
+      override def hasNext: Boolean = inner.hasNext
+      override def next(): (Array[Byte], Array[Byte]) = {
+        val (k, v) = inner.next(); (ColumnFamilies.userKey(k), v)
+      }
+      override def close(): Unit = inner.close()
+    }
+  }
+
+  def pendingBytes: Long = db.pending.sizeBytes
+
+  // ---- commit and abort -----------------------------------------------------------------------------------
+
+  /**
+   * Commits the batch in progress as checkpoint (loaded + 1, uniqueId): writes its delta (lineage first),
+   * then applies it locally. Freezes a snapshot when enough deltas accumulated since the presumed one.
+   */
+  def commit(uniqueId: String): CheckpointId = {
+    val start = clock()
+    val parent = loaded.getOrElse(throw new IllegalStateException("commit without a loaded checkpoint"))
+    val id = CheckpointId(parent.version + 1, uniqueId)
+    val lineage = if (parent.isEmptyState) Nil else parent +: ancestors
+    columnFamilies.stageCounts()
+    crash.at(CrashPoints.CommitBeforeDelta)
+    val records = files.writeDelta(id, lineage) { w =>
+      db.pending.range(Array.emptyByteArray, null).foreach { case (k, v) =>
+        if (v == null) w.delete(k) else w.put(k, v)
+      }
+    }
+    crash.at(CrashPoints.CommitAfterDelta)
+    counters.lastDeltaBytes.set(db.pending.sizeBytes)
+    db.commit()
+    crash.at(CrashPoints.CommitAfterLocalApply)
+    loaded = Some(id)
+    ancestors = lineage
+    if (id.version - presumedSnapshotVersion >= settings.minDeltasForSnapshot) freeze(id)
+    counters.lastCommitMs.set(clock() - start)
+    knownFiles.synchronized(knownFiles += CheckpointFile(id, CheckpointId.Delta))
+    require(records >= 0)
+    id
+  }
+
+  def abort(): Unit = {
+    db.abort()
+    columnFamilies.discardCounts()
+    columnFamilies.reload()
+  }
+
+  /** The synchronous part of a snapshot: a hard-link checkpoint of the committed state, uploaded later. */
+  private def freeze(id: CheckpointId): Unit = {
+    val dir = new File(frozenRoot, id.toString)
+    deleteRecursively(dir)
+    dir.getParentFile.mkdirs()
+    db.checkpointTo(dir)
+    frozen.add(Frozen(id, ancestors, dir, generation))
+    presumedSnapshotVersion = id.version
+    ancestors = Nil
+    crash.at(CrashPoints.SnapshotAfterFreeze)
+  }
+
+  /** Forces a snapshot of the loaded checkpoint at the next upload (tools and tests). */
+  def freezeNow(): Unit = loaded.filterNot(_.isEmptyState).foreach(freeze)
+
+  // ---- maintenance ----------------------------------------------------------------------------------------
+
+  /** Uploads every frozen checkpoint, oldest first; each diffed against the last completed upload. */
+  def uploadSnapshots(): Int = {
+    var n = 0
+    var next = frozen.peek()
+    while (next != null) {
+      val start = clock()
+      if (!files.hasSnapshot(next.id)) {
+        val (index, stats) = files.uploadSnapshot(next.id, next.ancestors, next.dir, lastUploaded, next.gen.hashes)
+        crash.at(CrashPoints.SnapshotAfterZip)
+        lastUploaded = Some(index)
+        indexCache.synchronized(indexCache(next.id) = index)
+        counters.filesUploaded.addAndGet(stats.filesMoved)
+        counters.bytesUploaded.addAndGet(stats.bytesMoved)
+        counters.filesReused.addAndGet(stats.filesReused)
+        counters.bytesReused.addAndGet(stats.bytesReused)
+        counters.snapshotsUploaded.incrementAndGet()
+        n += 1
+      }
+      knownFiles.synchronized(knownFiles += CheckpointFile(next.id, CheckpointId.Snapshot))
+      frozen.poll()
+      deleteRecursively(next.dir)
+      counters.lastSnapshotUploadMs.set(clock() - start)
+      next = frozen.peek()
+    }
+    n
+  }
+
+  def frozenCount: Int = frozen.size
+
+  private def noteCommitted(head: CheckpointId, lineage: Seq[CheckpointId]): Unit = committed.synchronized {
+    if (!head.isEmptyState) {
+      committed(head.version) = head.uniqueId
+      lineage.foreach(a => committed(a.version) = a.uniqueId)
+      // a newer head may disagree with what an older load believed: versions above it are not committed
+      committed.keys.filter(_ > head.version).toSeq.foreach(committed.remove)
+      committedHead = Some(head)
+    }
+  }
+
+  /**
+   * Deletes what the committed lineage no longer needs: files of versions below the snapshot base of the
+   * oldest retained version, losing attempts that left the retention window, and shared blobs no retained
+   * snapshot references. Lists the store only on the first run and every `orphanSweepEveryCleanups` runs
+   * (the orphan sweep, which also removes unreferenced blobs older than the grace period).
+   */
+  def cleanup(): Seq[String] = {
+    val head = committedHead.getOrElse(return Nil)
+    val sweep = cleanupsSinceSweep >= settings.orphanSweepEveryCleanups
+    if (sweep) {
+      val listed = files.listCheckpointFiles()
+      knownFiles.synchronized { knownFiles.clear(); knownFiles ++= listed }
+      cleanupsSinceSweep = 0
+    } else cleanupsSinceSweep += 1
+    val existing = knownFiles.synchronized(knownFiles.toSeq)
+    val chain = extendCommittedLineage(head, existing)
+    val plan = RetentionPlanner.plan(head, chain, existing, settings.minVersionsToRetain)
+    val (droppedSnapshots, droppedDeltas) = plan.delete.partition(_.kind == CheckpointId.Snapshot)
+    val dropped = droppedSnapshots.flatMap(f => readIndex(f.id))
+    val retained = plan.retainedSnapshots.flatMap(readIndex)
+    val blobs = io.lineagestore.snapshot.SnapshotPlanner.unreferencedBlobs(dropped, retained)
+    val deleted = mutable.ArrayBuffer.empty[String]
+    def del(name: String): Unit = { files.delete(name); deleted += name }
+    droppedSnapshots.foreach(f => del(f.name))
+    crash.at(CrashPoints.CleanupAfterZips)
+    blobs.toSeq.sorted.foreach(del)
+    crash.at(CrashPoints.CleanupAfterBlobs)
+    droppedDeltas.foreach(f => del(f.name))
+    crash.at(CrashPoints.CleanupAfterDeltas)
+    if (sweep) sweepOrphanBlobs(retained).foreach(del)
+    knownFiles.synchronized(knownFiles --= plan.delete)
+    indexCache.synchronized(droppedSnapshots.foreach(f => indexCache.remove(f.id)))
+    counters.filesDeleted.addAndGet(deleted.size)
+    deleted.toSeq
+  }
+
+  /** Shared blobs referenced by no existing snapshot and older than the grace period (crash leftovers). */
+  private def sweepOrphanBlobs(retained: Seq[SnapshotIndex]): Seq[String] = {
+    val referenced = retained.flatMap(_.sharedBlobs).toSet
+    val cutoff = clock() - settings.orphanGracePeriodMs
+    files.listSharedBlobs().filter(b => !referenced(b.name) && b.modificationTimeMs < cutoff).map(_.name)
+  }
+
+  /** Committed lineage down to a snapshot at or below the oldest retained version, reading delta headers. */
+  private def extendCommittedLineage(head: CheckpointId, existing: Seq[CheckpointFile]): Map[Long, String] = {
+    val snapshots = existing.filter(_.kind == CheckpointId.Snapshot).map(_.id).toSet
+    val oldestRetained = math.max(1L, head.version - settings.minVersionsToRetain + 1)
+    committed.synchronized {
+      def reachedBase: Boolean = {
+        val known = committed.filter(_._1 <= oldestRetained)
+        known.exists { case (v, id) => snapshots(CheckpointId(v, id)) } || committed.contains(1L)
+      }
+      var guard = 0
+      while (!reachedBase && guard < 1000) {
+        guard += 1
+        val oldest = committed.minBy(_._1)
+        files.ancestorsOf(CheckpointId(oldest._1, oldest._2)) match {
+          case Some(a) if a.nonEmpty => a.foreach(x => committed(x.version) = x.uniqueId)
+          case _                     => guard = Int.MaxValue
+        }
+      }
+      committed.toMap
+    }
+  }
+
+  private def readIndex(id: CheckpointId): Option[SnapshotIndex] =
+    indexCache.synchronized(indexCache.get(id)).orElse {
+      val read = scala.util.Try(files.readSnapshotIndex(id)).toOption
+      read.foreach(i => indexCache.synchronized(indexCache(id) = i))
+      read
+    }
+
+  // ---- metrics and life cycle -----------------------------------------------------------------------------
+
+  def approximateMemoryBytes: Long = db.approximateMemoryBytes
+  def localFileNames: Seq[String] = db.liveFileNames
+
+  override def close(): Unit = {
+    db.close()
+    deleteRecursively(frozenRoot)
+  }
+
+  private def deleteRecursively(f: File): Unit = {
+    if (f.isDirectory) Option(f.listFiles()).getOrElse(Array.empty[File]).foreach(deleteRecursively)
+    f.delete()
+  }
+
+  private[store] def frozenIds: Seq[CheckpointId] = frozen.asScala.map(_.id).toSeq
+}

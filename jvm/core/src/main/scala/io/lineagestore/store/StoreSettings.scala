@@ -1,0 +1,38 @@
+package io.lineagestore.store
+
+import io.lineagestore.engine.RocksDbTuning
+
+/** Everything one store needs to know from configuration, already validated by the caller. */
+final case class StoreSettings(
+    minDeltasForSnapshot: Int = 10,
+    minVersionsToRetain: Int = 100,
+    maxPendingBytes: Long = 1L << 30,
+    maxPendingBytesKey: String = "maxPendingBytes",
+    orphanGracePeriodMs: Long = 6L * 60 * 60 * 1000,
+    orphanSweepEveryCleanups: Int = 100,
+    tuning: RocksDbTuning = RocksDbTuning()
+)
+
+/**
+ * Named steps of commit, snapshot upload and clean-up. A test passes a hook that stops the process (or
+ * throws) at a step; production passes [[CrashPoints.None]]. The list is the single source of step names.
+ */
+trait CrashPoints { def at(step: CrashPoints.Step): Unit }
+
+object CrashPoints {
+  final case class Step(name: String)
+  val CommitBeforeDelta: Step = Step("commit.before-delta")
+  val CommitAfterDelta: Step = Step("commit.after-delta")
+  val CommitAfterLocalApply: Step = Step("commit.after-local-apply")
+  val SnapshotAfterFreeze: Step = Step("snapshot.after-freeze")
+  val SnapshotAfterBlobs: Step = Step("snapshot.after-blobs")
+  val SnapshotAfterZip: Step = Step("snapshot.after-zip")
+  val CleanupAfterZips: Step = Step("cleanup.after-zips")
+  val CleanupAfterBlobs: Step = Step("cleanup.after-blobs")
+  val CleanupAfterDeltas: Step = Step("cleanup.after-deltas")
+  val All: Seq[Step] = Seq(
+    CommitBeforeDelta, CommitAfterDelta, CommitAfterLocalApply, SnapshotAfterFreeze, SnapshotAfterBlobs,
+    SnapshotAfterZip, CleanupAfterZips, CleanupAfterBlobs, CleanupAfterDeltas
+  )
+  val None: CrashPoints = (_: Step) => ()
+}

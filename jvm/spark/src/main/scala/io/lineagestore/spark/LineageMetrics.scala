@@ -1,0 +1,54 @@
+package io.lineagestore.spark
+
+import org.apache.spark.sql.execution.streaming.state._
+
+import io.lineagestore.store.LineageStore
+
+/** Custom metrics reported in StreamingQueryProgress (stateOperators[].customMetrics). */
+private[spark] object LineageMetrics {
+  private def sum(name: String, desc: String) = StateStoreCustomSumMetric(name, desc)
+  private def timing(name: String, desc: String) = StateStoreCustomTimingMetric(name, desc)
+
+  val BytesUploaded = sum("lineagestoreBytesUploaded", "bytes uploaded to the blob store by snapshots")
+  val FilesUploaded = sum("lineagestoreFilesUploaded", "files uploaded by snapshots")
+  val BytesReused = sum("lineagestoreBytesReused", "bytes referenced from earlier snapshots, not moved")
+  val FilesReused = sum("lineagestoreFilesReused", "files referenced from earlier snapshots or kept locally")
+  val BytesDownloaded = sum("lineagestoreBytesDownloaded", "bytes downloaded to restore snapshots")
+  val FilesDownloaded = sum("lineagestoreFilesDownloaded", "files downloaded to restore snapshots")
+  val DeltasReplayed = sum("lineagestoreDeltasReplayed", "delta files replayed by loads")
+  val SnapshotsUploaded = sum("lineagestoreSnapshotsUploaded", "snapshots uploaded")
+  val FilesDeleted = sum("lineagestoreFilesDeleted", "files deleted by clean-up")
+  val PendingSnapshots = sum("lineagestorePendingSnapshots", "frozen snapshots waiting for upload (lag)")
+  val DeltaBytes = sum("lineagestoreDeltaBytes", "uncommitted bytes written by the last commit")
+  val LoadMs = timing("lineagestoreLoadMs", "time to load the version a batch started from")
+  val CommitMs = timing("lineagestoreCommitMs", "time to commit (delta upload + local apply)")
+  val SnapshotUploadMs = timing("lineagestoreSnapshotUploadMs", "time of the last snapshot upload")
+
+  val all: Seq[StateStoreCustomMetric] = Seq(
+    BytesUploaded, FilesUploaded, BytesReused, FilesReused, BytesDownloaded, FilesDownloaded, DeltasReplayed,
+    SnapshotsUploaded, FilesDeleted, PendingSnapshots, DeltaBytes, LoadMs, CommitMs, SnapshotUploadMs
+  )
+
+  def of(store: LineageStore): StateStoreMetrics = {
+    val c = store.counters
+    val counts = store.columnFamilies.counts
+    val userKeys = counts.filter { case (name, _) => !name.startsWith("$") }.values.sum
+    val custom: Map[StateStoreCustomMetric, Long] = Map(
+      BytesUploaded -> c.bytesUploaded.get,
+      FilesUploaded -> c.filesUploaded.get,
+      BytesReused -> c.bytesReused.get,
+      FilesReused -> c.filesReused.get,
+      BytesDownloaded -> c.bytesDownloaded.get,
+      FilesDownloaded -> c.filesDownloaded.get,
+      DeltasReplayed -> c.deltasReplayed.get,
+      SnapshotsUploaded -> c.snapshotsUploaded.get,
+      FilesDeleted -> c.filesDeleted.get,
+      PendingSnapshots -> store.frozenCount.toLong,
+      DeltaBytes -> c.lastDeltaBytes.get,
+      LoadMs -> c.lastLoadMs.get,
+      CommitMs -> c.lastCommitMs.get,
+      SnapshotUploadMs -> c.lastSnapshotUploadMs.get
+    )
+    StateStoreMetrics(userKeys, store.approximateMemoryBytes, custom, Map.empty)
+  }
+}

@@ -1,0 +1,191 @@
+package io.lineagestore.spark
+
+import java.io.File
+import java.util.UUID
+import java.util.concurrent.{ExecutorService, Executors, ThreadFactory}
+import java.util.concurrent.atomic.AtomicInteger
+
+import scala.collection.concurrent.TrieMap
+
+import org.apache.hadoop.conf.Configuration
+import org.apache.spark.internal.Logging
+import org.apache.spark.sql.execution.streaming.state._
+import org.apache.spark.sql.execution.streaming.state.lineagestore.StateEncoders
+import org.apache.spark.sql.types.StructType
+
+import io.lineagestore.config.{InvalidConfigException, LineageConf}
+import io.lineagestore.engine.RocksDbTuning
+import io.lineagestore.format.StoreIdentity
+import io.lineagestore.lineage.CheckpointId
+import io.lineagestore.storage.HadoopBlobStore
+import io.lineagestore.store.{CheckpointFiles, LineageStore, StoreSettings}
+
+/**
+ * Spark's entry point: `spark.sql.streaming.stateStore.providerClass=io.lineagestore.spark.LineageStateStoreProvider`
+ * with `spark.sql.streaming.stateStore.checkpointFormatVersion=2`.
+ *
+ * One provider per (query run, operator, partition, store name) on an executor. It owns one
+ * [[LineageStore]]; Spark's tasks and its maintenance thread call in here.
+ */
+class LineageStateStoreProvider extends StateStoreProvider with Logging {
+  @volatile private var storeId: StateStoreId = _
+  @volatile private var store: LineageStore = _
+  private var storeConf: StateStoreConf = _
+  private var localRoot: File = _
+  private var transferPool: ExecutorService = _
+  private val encoders = TrieMap.empty[String, StateEncoders]
+
+  override def init(
+      stateStoreId: StateStoreId,
+      keySchema: StructType,
+      valueSchema: StructType,
+      keyStateEncoderSpec: KeyStateEncoderSpec,
+      useColumnFamilies: Boolean,
+      storeConfs: StateStoreConf,
+      hadoopConf: Configuration,
+      useMultipleValuesPerKey: Boolean,
+      stateSchemaProvider: Option[StateSchemaProvider]
+  ): Unit = {
+    if (storeConfs.stateStoreCheckpointFormatVersion != 2) {
+      throw new InvalidConfigException(
+        "lineagestore needs checkpoint format version 2 (unique-ID lineage), but " +
+          s"spark.sql.streaming.stateStore.checkpointFormatVersion is ${storeConfs.stateStoreCheckpointFormatVersion}. " +
+          "Set spark.sql.streaming.stateStore.checkpointFormatVersion=2 (lineagestore.configure does it for you)."
+      )
+    }
+    val confs = storeConfs.sqlConfs
+    LineageConf.validate(confs)
+    this.storeId = stateStoreId
+    this.storeConf = storeConfs
+    registerColumnFamily(StateStore.DEFAULT_COL_FAMILY_NAME, keyStateEncoderSpec, valueSchema, useMultipleValuesPerKey)
+
+    val localBase = Option(LineageConf.LocalDir.from(confs)).filter(_.nonEmpty).getOrElse(System.getProperty("java.io.tmpdir"))
+    localRoot = new File(localBase, s"lineagestore/${UUID.randomUUID()}")
+    val threads = LineageConf.TransferThreads.from(confs)
+    val counter = new AtomicInteger
+    transferPool = Executors.newFixedThreadPool(threads, new ThreadFactory {
+      override def newThread(r: Runnable): Thread = {
+        val t = new Thread(r, s"lineagestore-transfer-${stateStoreId.operatorId}-${stateStoreId.partitionId}-${counter.incrementAndGet()}")
+        t.setDaemon(true)
+        t
+      }
+    })
+    val blobs = new HadoopBlobStore(stateStoreId.storeCheckpointLocation(), hadoopConf)
+    val identity = StoreIdentity(stateStoreId.operatorId, stateStoreId.partitionId, stateStoreId.storeName)
+    val settings = StoreSettings(
+      minDeltasForSnapshot = math.max(1, storeConfs.minDeltasForSnapshot),
+      minVersionsToRetain = math.max(1, storeConfs.minVersionsToRetain),
+      maxPendingBytes = LineageConf.MaxPendingBytes.from(confs),
+      maxPendingBytesKey = LineageConf.MaxPendingBytes.key,
+      orphanGracePeriodMs = LineageConf.OrphanGracePeriodMs.from(confs),
+      orphanSweepEveryCleanups = LineageConf.OrphanSweepEveryCleanups.from(confs),
+      tuning = RocksDbTuning(LineageConf.BlockCacheBytes.from(confs), LineageConf.WriteBufferBytes.from(confs))
+    )
+    store = new LineageStore(new CheckpointFiles(blobs, identity, transferPool), localRoot, settings)
+  }
+
+  private[spark] def lineageStore: LineageStore = store
+
+  private[spark] def registerColumnFamily(
+      name: String,
+      spec: KeyStateEncoderSpec,
+      valueSchema: StructType,
+      multipleValues: Boolean
+  ): Unit = encoders.getOrElseUpdate(name, new StateEncoders(spec, valueSchema, multipleValues))
+
+  private[spark] def encodersFor(name: String): StateEncoders = encoders.getOrElse(
+    name,
+    throw new IllegalArgumentException(
+      s"column family '$name' of $storeId has no registered schema; call createColFamilyIfAbsent or " +
+        "registerColFamily first"
+    )
+  )
+
+  override def stateStoreId: StateStoreId = storeId
+
+  override def getStore(
+      version: Long,
+      uniqueId: Option[String],
+      forceSnapshotOnCommit: Boolean,
+      loadEmpty: Boolean
+  ): StateStore = synchronized {
+    if (loadEmpty) {
+      throw new UnsupportedOperationException(
+        s"lineagestore cannot start $storeId from an empty state at version $version (used by offline " +
+          "repartitioning, which lineagestore does not support yet)"
+      )
+    }
+    load(version, uniqueId)
+    new LineageStateStore(this, version, readOnly = false, forceSnapshotOnCommit)
+  }
+
+  override def getReadStore(version: Long, uniqueId: Option[String]): ReadStateStore = synchronized {
+    load(version, uniqueId)
+    new LineageStateStore(this, version, readOnly = true, forceSnapshotOnCommit = false)
+  }
+
+  override def upgradeReadStoreToWriteStore(
+      readStore: ReadStateStore,
+      version: Long,
+      uniqueId: Option[String],
+      forceSnapshotOnCommit: Boolean
+  ): StateStore = synchronized {
+    require(readStore.version == version, s"read store is at version ${readStore.version}, not $version")
+    require(store.loadedCheckpoint.exists(_.version == version), "the read store's version is no longer loaded")
+    new LineageStateStore(this, version, readOnly = false, forceSnapshotOnCommit)
+  }
+
+  private def load(version: Long, uniqueId: Option[String]): Unit = {
+    if (version < 0) throw new IllegalArgumentException(s"version cannot be negative, got $version")
+    val target = (version, uniqueId) match {
+      case (0, _)        => CheckpointId.Empty
+      case (v, Some(id)) => CheckpointId(v, id)
+      case (v, None)     => resolveWithoutId(v)
+    }
+    val plan = store.load(target)
+    logInfo(s"lineagestore $storeId loaded $target from ${plan.base} replaying ${plan.deltas.size} deltas")
+  }
+
+  /** Without a unique ID (a reader that does not pass one), the version must have exactly one attempt. */
+  private def resolveWithoutId(version: Long): CheckpointId = {
+    if (store.loadedCheckpoint.exists(_.version == version)) return store.loadedCheckpoint.get
+    val candidates = store.checkpointFiles.listCheckpointFiles().map(_.id).filter(_.version == version).distinct
+    candidates match {
+      case Seq(one) => one
+      case Seq() =>
+        throw new IllegalStateException(s"no checkpoint of version $version exists for $storeId")
+      case many =>
+        throw new IllegalStateException(
+          s"version $version of $storeId has ${many.size} attempts (${many.map(_.uniqueId).mkString(", ")}) and " +
+            "no unique ID was given; read it through the commit log (checkpoint format version 2)"
+        )
+    }
+  }
+
+  private[spark] def onCommitted(id: CheckpointId): Unit = ()
+
+  override def doMaintenance(): Unit = {
+    doSnapshotMaintenance()
+    doCleanupMaintenance()
+  }
+
+  override def doSnapshotMaintenance(): Unit = if (store != null) store.uploadSnapshots()
+
+  override def doCleanupMaintenance(): Unit = if (store != null) store.cleanup()
+
+  override def close(): Unit = synchronized {
+    if (store != null) {
+      try store.uploadSnapshots()
+      catch { case e: Exception => logWarning(s"lineagestore $storeId: snapshot upload on close failed", e) }
+      store.close()
+      store = null
+    }
+    if (transferPool != null) transferPool.shutdownNow()
+  }
+
+  override def supportedCustomMetrics: Seq[StateStoreCustomMetric] = LineageMetrics.all
+
+  private[spark] def metricsOf(s: LineageStateStore): StateStoreMetrics = LineageMetrics.of(store)
+
+  override def toString: String = s"LineageStateStoreProvider[$storeId]"
+}

@@ -1,0 +1,34 @@
+package org.apache.spark.sql.execution.streaming.state.lineagestore
+
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow
+import org.apache.spark.sql.execution.streaming.state._
+import org.apache.spark.sql.types.StructType
+
+/**
+ * Thin shim to Spark's own state key/value encoders (package-private to Spark SQL). Using them keeps the byte
+ * order of prefix and range scans exactly what Spark's operators expect. Nothing else lives here.
+ */
+final class StateEncoders(spec: KeyStateEncoderSpec, valueSchema: StructType, multipleValues: Boolean)
+    extends Serializable {
+  @transient private lazy val data = new UnsafeRowDataEncoder(spec, valueSchema)
+  @transient private lazy val keys = spec.toEncoder(data, false)
+  @transient private lazy val values = RocksDBStateEncoder.getValueEncoder(data, valueSchema, multipleValues, 1)
+
+  def supportsPrefixScan: Boolean = keys.supportPrefixKeyScan
+  def supportsRangeScan: Boolean = keys.supportsRangeScan
+  def supportsMultipleValues: Boolean = values.supportsMultipleValuesPerKey
+
+  def encodeKey(k: UnsafeRow): Array[Byte] = keys.encodeKey(k)
+  def encodePrefix(k: UnsafeRow): Array[Byte] = keys.encodePrefixKey(k)
+  def decodeKey(b: Array[Byte]): UnsafeRow = keys.decodeKey(b)
+
+  def encodeValue(v: UnsafeRow): Array[Byte] = values.encodeValue(v)
+  def decodeValue(b: Array[Byte]): UnsafeRow = values.decodeValue(b)
+  def decodeValues(b: Array[Byte]): Iterator[UnsafeRow] = values.decodeValues(b)
+}
+
+object StateEncoders {
+
+  /** Joins encoded values of a multi-valued key the way Spark's value decoder reads them back. */
+  val ValueDelimiter: Byte = ','
+}
