@@ -1,0 +1,204 @@
+"""Restartable streaming harness for the end-to-end state store tests.
+
+Each *run* of a query:
+  * reads a file-source directory (JSON lines, one file written atomically per run, explicit schema),
+  * executes with ``trigger(availableNow=True)`` and ``awaitTermination()``, so it processes the new file
+    (plus any no-data batch Spark decides to run) and stops,
+  * restarts from the same checkpoint next time.
+
+Every micro-batch's output is collected through ``foreachBatch`` into ``StreamHarness.outputs`` keyed by
+batch id, so a replayed batch overwrites rather than duplicates its rows (idempotent by batch id).
+
+After every run the harness checks that the checkpoint was really written by the provider the test asked
+for (the provider class in the offset log, and the state file names the provider writes), because the
+provider is switched per query through ``spark.conf`` in a single SparkSession.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+BUILTIN_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+LINEAGE_PROVIDER = "io.lineagestore.spark.LineageStateStoreProvider"
+PROVIDER_CLASSES = {"builtin": BUILTIN_PROVIDER, "lineagestore": LINEAGE_PROVIDER}
+
+# Checkpoint format V2 file names: <version>_<uniqueId>.<ext>
+_V2_FILE = re.compile(r"^(\d+)_([^.]+)\.(changelog|delta|zip)$")
+# Which extensions prove that a provider wrote the state directory, and which must never appear.
+_EXPECTED_EXT = {"builtin": "changelog", "lineagestore": "delta"}
+_FOREIGN_EXT = {"builtin": "delta", "lineagestore": "changelog"}
+
+RUN_TIMEOUT_S = 120
+
+
+@dataclass
+class RunResult:
+    """What one availableNow run did."""
+
+    batch_ids: list[int]
+    progress: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def last_progress(self) -> dict[str, Any]:
+        assert self.progress, "the run reported no progress"
+        return self.progress[-1]
+
+    def state_rows_total(self) -> int:
+        """numRowsTotal summed over all stateful operators after the last batch of the run."""
+        return sum(op["numRowsTotal"] for op in self.last_progress.get("stateOperators", []))
+
+
+class StreamFailed(AssertionError):
+    """A streaming run failed; the message carries Spark's error and the head of the JVM stack trace."""
+
+
+def _describe_failure(exc: BaseException) -> str:
+    desc = getattr(exc, "_desc", None) or str(exc).split("\n\nJVM stacktrace:")[0]
+    stack = getattr(exc, "_stackTrace", None) or ""
+    head = "\n".join(stack.splitlines()[:30])
+    return f"{type(exc).__name__}: {desc}\n--- JVM stack trace (head) ---\n{head}"
+
+
+class StreamHarness:
+    """Feeds file-source inputs and runs one query repeatedly against one checkpoint."""
+
+    def __init__(self, spark, root: Path, provider: str):
+        self.spark = spark
+        self.root = Path(root)
+        self.provider = provider
+        self.checkpoint = self.root / "checkpoint"
+        self.outputs: dict[int, list[dict[str, Any]]] = {}
+        self.runs: list[RunResult] = []
+        self._inputs: dict[str, Path] = {}
+        self._file_seq = 0
+        self._staging = self.root / "staging"
+        self._staging.mkdir(parents=True, exist_ok=True)
+
+    # ------------------------------------------------------------------ input
+    def input_dir(self, name: str) -> Path:
+        if name not in self._inputs:
+            path = self.root / "input" / name
+            path.mkdir(parents=True, exist_ok=True)
+            self._inputs[name] = path
+        return self._inputs[name]
+
+    def source(self, name: str, schema: str):
+        """A streaming DataFrame over input ``name``; one file per micro-batch."""
+        return (
+            self.spark.readStream.schema(schema)
+            .option("maxFilesPerTrigger", 1)
+            .json(str(self.input_dir(name)))
+        )
+
+    def write(self, name: str, rows: Iterable[dict[str, Any]]) -> Path:
+        """Atomically add one JSON-lines file to input ``name`` (temp file + rename)."""
+        target_dir = self.input_dir(name)
+        self._file_seq += 1
+        final = target_dir / f"part-{self._file_seq:05d}.json"
+        fd, tmp = tempfile.mkstemp(dir=self._staging, suffix=".json.tmp")
+        with os.fdopen(fd, "w") as f:
+            for row in rows:
+                f.write(json.dumps(row, sort_keys=True) + "\n")
+        os.replace(tmp, final)
+        return final
+
+    # ------------------------------------------------------------------- runs
+    def _collect(self, df, batch_id: int) -> None:
+        self.outputs[batch_id] = [row.asDict(recursive=True) for row in df.collect()]
+
+    def run(
+        self,
+        build: Callable[[StreamHarness], Any],
+        output_mode: str = "append",
+        query_name: str | None = None,
+        trigger: str = "availableNow",
+    ) -> RunResult:
+        """Start the query built by ``build(self)``, wait for it to stop by itself, verify the provider.
+
+        ``trigger="availableNow"`` (default) processes the new file plus the no-data batch Spark may add.
+        ``trigger="once"`` runs exactly one batch; needed for transformWithState in ProcessingTime mode,
+        whose ``shouldRunAnotherBatch`` is always true, so an availableNow run never stops (Spark 4.3).
+        """
+        df = build(self)
+        writer = (
+            df.writeStream.outputMode(output_mode)
+            .option("checkpointLocation", str(self.checkpoint))
+            .foreachBatch(self._collect)
+        )
+        if trigger == "availableNow":
+            writer = writer.trigger(availableNow=True)
+        elif trigger == "once":
+            writer = writer.trigger(once=True)
+        else:
+            raise ValueError(f"unsupported trigger {trigger!r}")
+        if query_name:
+            writer = writer.queryName(query_name)
+        query = writer.start()
+        try:
+            finished = query.awaitTermination(RUN_TIMEOUT_S)
+        except Exception as exc:  # StreamingQueryException and friends
+            raise StreamFailed(f"run {len(self.runs)} failed\n{_describe_failure(exc)}") from exc
+        finally:
+            if query.isActive:
+                query.stop()
+        if not finished:
+            raise StreamFailed(f"run {len(self.runs)} did not finish within {RUN_TIMEOUT_S}s")
+        progress = [json.loads(p.json) for p in query.recentProgress]
+        result = RunResult(batch_ids=[p["batchId"] for p in progress], progress=progress)
+        self.runs.append(result)
+        self.verify_provider()
+        return result
+
+    # ---------------------------------------------------------------- outputs
+    def rows(self, batch_ids: Iterable[int] | None = None) -> list[dict[str, Any]]:
+        ids = sorted(self.outputs) if batch_ids is None else batch_ids
+        return [row for bid in ids for row in self.outputs.get(bid, [])]
+
+    def batch_outputs(self, key: Callable[[dict[str, Any]], tuple]) -> dict[int, list[tuple]]:
+        """All collected outputs as ``{batch_id: sorted tuples}``, converting rows with ``key``."""
+        return {bid: sorted(key(r) for r in rows) for bid, rows in sorted(self.outputs.items())}
+
+    # ------------------------------------------------------- provider checks
+    def offset_log_conf(self) -> dict[str, str]:
+        offsets = self.checkpoint / "offsets"
+        latest = max((int(p.name) for p in offsets.iterdir() if p.name.isdigit()), default=None)
+        assert latest is not None, f"no offset log entries in {offsets}"
+        lines = (offsets / str(latest)).read_text().splitlines()
+        return json.loads(lines[1]).get("conf", {})
+
+    def state_files(self) -> list[Path]:
+        state = self.checkpoint / "state"
+        if not state.exists():
+            return []
+        return [Path(d) / f for d, _, files in os.walk(state) for f in files if not f.startswith(".")]
+
+    def verify_provider(self) -> None:
+        """The checkpoint must have been written by the provider the test is parametrised with."""
+        conf = self.offset_log_conf()
+        expected = PROVIDER_CLASSES[self.provider]
+        recorded = conf.get("spark.sql.streaming.stateStore.providerClass")
+        assert recorded == expected, f"offset log records provider {recorded!r}, expected {expected!r}"
+        names = [p.name for p in self.state_files()]
+        if not names:  # stateless so far (e.g. nothing committed); nothing to check
+            return
+        exts = [m.group(3) for m in map(_V2_FILE.match, names) if m]
+        want, foreign = _EXPECTED_EXT[self.provider], _FOREIGN_EXT[self.provider]
+        assert want in exts, (
+            f"{self.provider}: no '<version>_<uniqueId>.{want}' file under {self.checkpoint / 'state'}; "
+            f"found {sorted(names)[:20]}"
+        )
+        assert foreign not in exts, (
+            f"{self.provider}: unexpected '.{foreign}' files under {self.checkpoint / 'state'}: "
+            f"{sorted(n for n in names if n.endswith('.' + foreign))[:10]}"
+        )
+
+
+def as_tuples(rows: Sequence[dict[str, Any]], cols: Sequence[str]) -> list[tuple]:
+    return sorted(tuple(r[c] for c in cols) for r in rows)
