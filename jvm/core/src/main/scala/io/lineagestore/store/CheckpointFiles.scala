@@ -59,9 +59,17 @@ final class CheckpointFiles(val blobs: BlobStore, val store: StoreIdentity, tran
     val in =
       try blobs.open(id.deltaFileName)
       catch { case _: BlobNotFoundException => return None }
-    try Some(DeltaFile.readHeader(in, blobs.locate(id.deltaFileName), store, id).ancestors)
+    try fsChecked(id.deltaFileName)(Some(DeltaFile.readHeader(in, blobs.locate(id.deltaFileName), store, id).ancestors))
     finally in.close()
   }
+
+  /** A filesystem-level checksum failure (HDFS, local .crc) is a corrupt file like any other. */
+  private def fsChecked[T](name: String)(body: => T): T =
+    try body
+    catch {
+      case e: org.apache.hadoop.fs.ChecksumException =>
+        throw new CorruptCheckpointFileException(blobs.locate(name), "the filesystem's checksum does not match", e)
+    }
 
   override def hasSnapshot(id: CheckpointId): Boolean = blobs.exists(id.snapshotFileName)
 
@@ -74,7 +82,7 @@ final class CheckpointFiles(val blobs: BlobStore, val store: StoreIdentity, tran
         case e: BlobNotFoundException =>
           throw new CorruptCheckpointFileException(blobs.locate(name), "it is missing", e)
       }
-    try DeltaFile.read(in, blobs.locate(name), store, id)(onRecord)
+    try fsChecked(name)(DeltaFile.read(in, blobs.locate(name), store, id)(onRecord))
     finally in.close()
   }
 
@@ -110,9 +118,9 @@ final class CheckpointFiles(val blobs: BlobStore, val store: StoreIdentity, tran
     val uploads = decisions.collect { case UploadDecision.Upload(f) =>
       transferPool.submit(new Callable[SnapshotFile] {
         override def call(): SnapshotFile = {
-          val blob = s"$SharedDir/${UUID.randomUUID()}.sst"
+          val blob = s"${UUID.randomUUID()}.sst"
           val digest = MessageDigest.getInstance("SHA-256")
-          blobs.write(blob) { out =>
+          blobs.write(sharedPath(blob)) { out =>
             val in = new DigestInputStream(new FileInputStream(byName(f.name)), digest)
             try in.transferTo(out)
             finally in.close()
@@ -230,7 +238,7 @@ final class CheckpointFiles(val blobs: BlobStore, val store: StoreIdentity, tran
   }
 
   private def download(f: SnapshotFile, dest: File): Unit = {
-    val blob = f.blob.get
+    val blob = sharedPath(f.blob.get)
     val in =
       try blobs.open(blob)
       catch {
@@ -265,13 +273,18 @@ final class CheckpointFiles(val blobs: BlobStore, val store: StoreIdentity, tran
   def listCheckpointFiles(): Seq[CheckpointFile] =
     blobs.list("").flatMap(b => CheckpointId.parseFileName(b.name).map { case (id, k) => CheckpointFile(id, k) })
 
-  def listSharedBlobs(): Seq[io.lineagestore.storage.BlobInfo] = blobs.list(SharedDir)
+  /** Blobs of the shared area, named as snapshot indexes name them (without the directory). */
+  def listSharedBlobs(): Seq[io.lineagestore.storage.BlobInfo] =
+    blobs.list(SharedDir).map(b => b.copy(name = b.name.stripPrefix(SharedDir + "/")))
 
-  def delete(name: String): Unit = blobs.delete(name)
+  def deleteCheckpointFile(f: CheckpointFile): Unit = blobs.delete(f.name)
+
+  def deleteSharedBlob(blob: String): Unit = blobs.delete(sharedPath(blob))
 }
 
 object CheckpointFiles {
   val SharedDir = "shared"
+  def sharedPath(blob: String): String = s"$SharedDir/$blob"
   val IndexEntry = "INDEX"
 
   def sha256Of(f: File): String = {

@@ -295,14 +295,16 @@ final class LineageStore(
     val retained = plan.retainedSnapshots.flatMap(readIndex)
     val blobs = io.lineagestore.snapshot.SnapshotPlanner.unreferencedBlobs(dropped, retained)
     val deleted = mutable.ArrayBuffer.empty[String]
-    def del(name: String): Unit = { files.delete(name); deleted += name }
-    droppedSnapshots.foreach(f => del(f.name))
+    def delFile(f: CheckpointFile): Unit = { files.deleteCheckpointFile(f); deleted += f.name }
+    def delBlob(b: String): Unit = { files.deleteSharedBlob(b); deleted += CheckpointFiles.sharedPath(b) }
+    // zips first: a crash then leaves at most unreferenced blobs, which the orphan sweep removes
+    droppedSnapshots.foreach(delFile)
     crash.at(CrashPoints.CleanupAfterZips)
-    blobs.toSeq.sorted.foreach(del)
+    blobs.toSeq.sorted.foreach(delBlob)
     crash.at(CrashPoints.CleanupAfterBlobs)
-    droppedDeltas.foreach(f => del(f.name))
+    droppedDeltas.foreach(delFile)
     crash.at(CrashPoints.CleanupAfterDeltas)
-    if (sweep) sweepOrphanBlobs(retained).foreach(del)
+    if (sweep) sweepOrphanBlobs(retained).foreach(delBlob)
     knownFiles.synchronized(knownFiles --= plan.delete)
     indexCache.synchronized(droppedSnapshots.foreach(f => indexCache.remove(f.id)))
     counters.filesDeleted.addAndGet(deleted.size)

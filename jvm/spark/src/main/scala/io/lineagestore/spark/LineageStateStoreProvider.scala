@@ -10,7 +10,7 @@ import scala.collection.concurrent.TrieMap
 import org.apache.hadoop.conf.Configuration
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.execution.streaming.state._
-import org.apache.spark.sql.execution.streaming.state.lineagestore.StateEncoders
+import org.apache.spark.sql.execution.streaming.state.lineagestore.{SparkInternals, StateEncoders}
 import org.apache.spark.sql.types.StructType
 
 import io.lineagestore.config.{InvalidConfigException, LineageConf}
@@ -33,6 +33,7 @@ class LineageStateStoreProvider extends StateStoreProvider with Logging {
   private var storeConf: StateStoreConf = _
   private var localRoot: File = _
   private var transferPool: ExecutorService = _
+  private var hadoopConf: Configuration = _
   private val encoders = TrieMap.empty[String, StateEncoders]
 
   override def init(
@@ -57,6 +58,7 @@ class LineageStateStoreProvider extends StateStoreProvider with Logging {
     LineageConf.validate(confs)
     this.storeId = stateStoreId
     this.storeConf = storeConfs
+    this.hadoopConf = hadoopConf
     registerColumnFamily(StateStore.DEFAULT_COL_FAMILY_NAME, keyStateEncoderSpec, valueSchema, useMultipleValuesPerKey)
 
     val localBase = Option(LineageConf.LocalDir.from(confs)).filter(_.nonEmpty).getOrElse(System.getProperty("java.io.tmpdir"))
@@ -162,7 +164,8 @@ class LineageStateStoreProvider extends StateStoreProvider with Logging {
     }
   }
 
-  private[spark] def onCommitted(id: CheckpointId): Unit = ()
+  private[spark] def onCommitted(id: CheckpointId): Unit =
+    SparkInternals.reportCommit(id.version, storeId, hadoopConf)
 
   override def doMaintenance(): Unit = {
     doSnapshotMaintenance()

@@ -32,3 +32,11 @@ object StateEncoders {
   /** Joins encoded values of a multi-valued key the way Spark's value decoder reads them back. */
   val ValueDelimiter: Byte = ','
 }
+
+/** Thin shim to Spark-internal calls a provider must make. */
+object SparkInternals {
+
+  /** Tells the driver's coordinator this store committed `version` (Spark 4.3's commit validation). */
+  def reportCommit(version: Long, id: StateStoreId, hadoopConf: org.apache.hadoop.conf.Configuration): Unit =
+    StateStore.reportCommitToCoordinator(version, id, hadoopConf)
+}

@@ -1,0 +1,108 @@
+package io.lineagestore.format
+
+import java.io.{ByteArrayInputStream, ByteArrayOutputStream}
+
+import org.scalatest.funsuite.AnyFunSuite
+
+import io.lineagestore.lineage.CheckpointId
+
+class FormatSuite extends AnyFunSuite {
+  private val store = StoreIdentity(3, 7, "left-keyToNumValues")
+  private val id = CheckpointId(12, "abc-123")
+  private val lineage = Seq(CheckpointId(11, "p11"), CheckpointId(10, "p10"))
+
+  private def delta(records: Seq[(Array[Byte], Array[Byte])]): Array[Byte] = {
+    val out = new ByteArrayOutputStream()
+    val w = new DeltaFile.Writer(out, DeltaHeader(store, id, lineage))
+    records.foreach { case (k, v) => if (v == null) w.delete(k) else w.put(k, v) }
+    w.close()
+    out.toByteArray
+  }
+
+  private def readAll(bytes: Array[Byte], expectedId: CheckpointId = id) = {
+    val got = Seq.newBuilder[(Seq[Byte], Option[Seq[Byte]])]
+    val h = DeltaFile.read(new ByteArrayInputStream(bytes), "f.delta", store, expectedId) { (k, v) =>
+      got += ((k.toSeq, Option(v).map(_.toSeq)))
+    }
+    (h, got.result())
+  }
+
+  private val sample = Seq[(Array[Byte], Array[Byte])](
+    (Array[Byte](1, 2), Array[Byte](9)),
+    (Array[Byte](3), null),
+    (Array[Byte](4), Array.emptyByteArray)
+  )
+
+  test("delta round trip keeps header, lineage, puts, deletes and empty values") {
+    val (h, records) = readAll(delta(sample))
+    assert(h == DeltaHeader(store, id, lineage))
+    assert(records == Seq((Seq[Byte](1, 2), Some(Seq[Byte](9))), (Seq[Byte](3), None), (Seq[Byte](4), Some(Nil))))
+    val header = DeltaFile.readHeader(new ByteArrayInputStream(delta(sample)), "f.delta", store, id)
+    assert(header.ancestors == lineage)
+  }
+
+  test("every single-byte corruption and every truncation of a delta is detected") {
+    val good = delta(sample)
+    for (i <- good.indices) {
+      val bad = good.clone()
+      bad(i) = (bad(i) ^ 0x5a).toByte
+      intercept[CorruptCheckpointFileException](readAll(bad))
+    }
+    for (n <- 0 until good.length) {
+      val e = intercept[CorruptCheckpointFileException](readAll(good.take(n)))
+      assert(e.getMessage.contains("f.delta"))
+    }
+  }
+
+  test("a delta of another store or another checkpoint is rejected by name") {
+    val e1 = intercept[CorruptCheckpointFileException] {
+      DeltaFile.read(new ByteArrayInputStream(delta(sample)), "f.delta", store.copy(partitionId = 8), id)((_, _) => ())
+    }
+    assert(e1.getMessage.contains("partition 7"))
+    val e2 = intercept[CorruptCheckpointFileException](readAll(delta(sample), CheckpointId(12, "other")))
+    assert(e2.getMessage.contains("12_abc-123"))
+  }
+
+  test("a file that is not a delta at all is rejected") {
+    val e = intercept[CorruptCheckpointFileException](readAll("PK\u0003\u0004 not a delta".getBytes))
+    assert(e.getMessage.contains("bad magic"))
+  }
+
+  test("snapshot index round trip and corruption") {
+    val index = SnapshotIndex(
+      store,
+      id,
+      lineage,
+      Seq(
+        SnapshotFile("000012.sst", 100, "a" * 64, Some("1f2e.sst")),
+        SnapshotFile("MANIFEST-000005", 50, "b" * 64, None)
+      )
+    )
+    val bytes = SnapshotIndex.serialize(index)
+    assert(SnapshotIndex.parse(bytes, "x.zip") == index)
+    val bad = bytes.clone()
+    bad(40) = (bad(40) ^ 1).toByte
+    intercept[CorruptCheckpointFileException](SnapshotIndex.parse(bad, "x.zip"))
+    intercept[CorruptCheckpointFileException](SnapshotIndex.parse(bytes.take(bytes.length - 3), "x.zip"))
+  }
+
+  test("an index entry naming a path outside its store is refused") {
+    intercept[IllegalArgumentException](SnapshotFile("../../etc/passwd", 1, "a" * 64, None))
+    intercept[IllegalArgumentException](SnapshotFile("x.sst", 1, "a" * 64, Some("../other/1.sst")))
+    val text = "lineagestore-snapshot-index 1\nstore 3 7 s\ncheckpoint 12 abc\nfile ../x 1 " + "a" * 64 + " -\n"
+    val c = new java.util.zip.CRC32C
+    c.update(text.getBytes)
+    val withCrc = (text + f"end ${c.getValue}%08x\n").getBytes
+    val e = intercept[CorruptCheckpointFileException](SnapshotIndex.parse(withCrc, "x.zip"))
+    assert(e.getMessage.contains("unsafe file name"))
+  }
+
+  test("checkpoint file names parse back and reject foreign names") {
+    assert(CheckpointId.parseFileName("23_689aa6bd.delta") == Some((CheckpointId(23, "689aa6bd"), CheckpointId.Delta)))
+    assert(CheckpointId.parseFileName("23_689aa6bd.zip").map(_._2) == Some(CheckpointId.Snapshot))
+    assert(CheckpointId.parseFileName("23.delta").isEmpty)
+    assert(CheckpointId.parseFileName("23_a_b.delta").isEmpty)
+    assert(CheckpointId.parseFileName(".23_abc.delta.crc").isEmpty)
+    intercept[IllegalArgumentException](CheckpointId(3, "a/b"))
+  }
+}

@@ -1,0 +1,204 @@
+package io.lineagestore.store
+
+import java.io.File
+import java.nio.charset.StandardCharsets.UTF_8
+import java.nio.file.Files
+import java.util.concurrent.Executors
+
+import org.apache.hadoop.conf.Configuration
+import org.apache.hadoop.fs.Path
+import org.scalatest.BeforeAndAfterEach
+import org.scalatest.funsuite.AnyFunSuite
+
+import io.lineagestore.engine.PendingWritesLimitException
+import io.lineagestore.format.{CorruptCheckpointFileException, StoreIdentity}
+import io.lineagestore.lineage.{CheckpointId, LoadBase}
+import io.lineagestore.storage.HadoopBlobStore
+
+/** The store against a real RocksDB and a real (local) Hadoop filesystem. */
+class LineageStoreSuite extends AnyFunSuite with BeforeAndAfterEach {
+  private var tmp: File = _
+  private val pool = Executors.newFixedThreadPool(4)
+  private val D = ColumnFamilies.DefaultId
+  private val open = scala.collection.mutable.Buffer.empty[LineageStore]
+
+  override def beforeEach(): Unit = tmp = Files.createTempDirectory("lineagestore-test").toFile
+  override def afterEach(): Unit = { open.foreach(_.close()); open.clear() }
+
+  private def remote = new File(tmp, "remote")
+  private def files =
+    new CheckpointFiles(new HadoopBlobStore(new Path(remote.toURI), new Configuration()), StoreIdentity(0, 0, "default"), pool)
+  private def newStore(settings: StoreSettings = StoreSettings(minDeltasForSnapshot = 1000, minVersionsToRetain = 5)) = {
+    val s = new LineageStore(files, Files.createTempDirectory(tmp.toPath, "local").toFile, settings)
+    open += s
+    s
+  }
+  private def b(s: String) = s.getBytes(UTF_8)
+  private def contents(s: LineageStore): Map[String, String] = {
+    val it = s.scan(D, Array.emptyByteArray, null)
+    try it.map { case (k, v) => new String(k, UTF_8) -> new String(v, UTF_8) }.toMap
+    finally it.close()
+  }
+  private def commitBatch(s: LineageStore, puts: Map[String, String], deletes: Seq[String] = Nil): CheckpointId = {
+    puts.foreach { case (k, v) => s.put(D, b(k), b(v)) }
+    deletes.foreach(k => s.delete(D, b(k)))
+    s.commit(CheckpointId.newUniqueId())
+  }
+  private def remoteNames: Set[String] = Option(remote.list()).map(_.toSet).getOrElse(Set.empty).filterNot(_.endsWith(".crc"))
+
+  test("commits survive a restart on a fresh local directory") {
+    val s = newStore()
+    s.load(CheckpointId.Empty)
+    commitBatch(s, Map("a" -> "1", "b" -> "2"))
+    val v2 = commitBatch(s, Map("a" -> "3"), Seq("b"))
+    val fresh = newStore()
+    val plan = fresh.load(v2)
+    assert(plan.base == LoadBase.Empty && plan.deltas.size == 2)
+    assert(contents(fresh) == Map("a" -> "3"))
+    assert(fresh.columnFamilies.counts("default") == 1)
+  }
+
+  test("abort leaves no trace and an uncommitted write is visible only to its own batch") {
+    val s = newStore()
+    s.load(CheckpointId.Empty)
+    val v1 = commitBatch(s, Map("a" -> "1"))
+    s.put(D, b("x"), b("y"))
+    assert(contents(s) == Map("a" -> "1", "x" -> "y"))
+    s.abort()
+    assert(contents(s) == Map("a" -> "1"))
+    assert(s.load(v1).isNoOp)
+    assert(remoteNames == Set(v1.deltaFileName))
+  }
+
+  test("two attempts of one batch each stay loadable by their own ID; a store at the other attempt reloads") {
+    val s = newStore()
+    s.load(CheckpointId.Empty)
+    val v1 = commitBatch(s, Map("k" -> "base"))
+    val attemptA = commitBatch(s, Map("k" -> "A"))
+    s.load(v1)
+    val attemptB = commitBatch(s, Map("k" -> "B"))
+    assert(attemptA.version == attemptB.version && attemptA != attemptB)
+    // s holds B in memory; the driver committed A
+    val plan = s.load(attemptA)
+    // B is not an ancestor of A: rebuild A from its lineage (no snapshot yet: from the empty state)
+    assert(plan.base == LoadBase.Empty && plan.deltas == Seq(v1, attemptA))
+    assert(contents(s) == Map("k" -> "A"))
+    val v3 = commitBatch(s, Map("n" -> "3"))
+    val other = newStore()
+    other.load(v3)
+    assert(contents(other) == Map("k" -> "A", "n" -> "3"))
+    other.load(attemptB)
+    assert(contents(other) == Map("k" -> "B"))
+  }
+
+  test("iteration tolerates removals of the keys it visits, like watermark eviction does") {
+    val s = newStore()
+    s.load(CheckpointId.Empty)
+    commitBatch(s, (1 to 50).map(i => f"k$i%03d" -> i.toString).toMap)
+    s.put(D, b("k100"), b("new"))
+    val it = s.scan(D, Array.emptyByteArray, null)
+    var seen = 0
+    it.foreach { case (k, _) => seen += 1; s.delete(D, k) }
+    assert(seen == 51)
+    s.commit(CheckpointId.newUniqueId())
+    assert(contents(s).isEmpty && s.columnFamilies.counts("default") == 0)
+  }
+
+  test("snapshots upload only new files; restore cold downloads, restore warm downloads nothing") {
+    val s = newStore()
+    s.load(CheckpointId.Empty)
+    (1 to 3).foreach(i => commitBatch(s, (1 to 200).map(j => s"k$i-$j" -> ("v" * 100)).toMap))
+    s.freezeNow()
+    assert(s.uploadSnapshots() == 1)
+    val firstBytes = s.counters.bytesUploaded.get
+    assert(firstBytes > 0)
+    s.freezeNow() // unchanged store: a second snapshot of the same checkpoint is skipped
+    s.uploadSnapshots()
+    val v4 = commitBatch(s, Map("one" -> "more"))
+    s.freezeNow()
+    s.uploadSnapshots()
+    assert(s.counters.filesReused.get > 0, "the second snapshot must reference the first one's SST files")
+    val cold = newStore()
+    val plan = cold.load(v4)
+    assert(plan.base == LoadBase.Snapshot(v4))
+    assert(cold.counters.bytesDownloaded.get > 0)
+    assert(contents(cold) == contents(s))
+    // move the warm store off v4, then back: its SST files are still local, only small files travel
+    commitBatch(cold, Map("x" -> "y"))
+    val downloadedBefore = cold.counters.filesDownloaded.get
+    val reusedBefore = cold.counters.filesReused.get
+    assert(cold.load(v4).base == LoadBase.Snapshot(v4))
+    assert(cold.counters.filesReused.get > reusedBefore)
+    val inlineFiles = files.readSnapshotIndex(v4).files.count(_.blob.isEmpty)
+    assert(cold.counters.filesDownloaded.get - downloadedBefore == inlineFiles) // no shared SST moved
+    assert(contents(cold) == contents(s))
+  }
+
+  test("a corrupt delta fails the load with its name and leaves the committed files intact") {
+    val s = newStore()
+    s.load(CheckpointId.Empty)
+    commitBatch(s, Map("a" -> "1"))
+    val v2 = commitBatch(s, Map("a" -> "2"))
+    val f = new File(remote, v2.deltaFileName)
+    val bytes = Files.readAllBytes(f.toPath)
+    val good = bytes.clone()
+    bytes(bytes.length - 6) = (bytes(bytes.length - 6) ^ 1).toByte
+    Files.write(f.toPath, bytes)
+    val e = intercept[CorruptCheckpointFileException](newStore().load(v2))
+    assert(e.getMessage.contains(v2.deltaFileName))
+    Files.write(f.toPath, good)
+    val again = newStore()
+    again.load(v2)
+    assert(contents(again) == Map("a" -> "2"))
+  }
+
+  test("the pending-writes bound fails with the configuration key to raise") {
+    val s = newStore(StoreSettings(maxPendingBytes = 1 << 20, maxPendingBytesKey = "the.key"))
+    s.load(CheckpointId.Empty)
+    val e = intercept[PendingWritesLimitException] {
+      (1 to 10000).foreach(i => s.put(D, b(s"k$i"), new Array[Byte](200)))
+    }
+    assert(e.getMessage.contains("the.key"))
+    s.abort()
+  }
+
+  test("clean-up keeps every retained version loadable and deletes the rest, with losers after the window") {
+    val s = newStore(StoreSettings(minDeltasForSnapshot = 4, minVersionsToRetain = 3, orphanGracePeriodMs = 0))
+    s.load(CheckpointId.Empty)
+    var ids = Vector.empty[CheckpointId]
+    for (i <- 1 to 14) {
+      if (i == 3) { // a losing attempt of version 3
+        commitBatch(s, Map("lost" -> "x"))
+        s.load(ids.last)
+      }
+      ids :+= commitBatch(s, Map(s"k$i" -> i.toString))
+      s.load(ids.last) // the driver committed it and the next batch loads it
+      s.uploadSnapshots()
+    }
+    val deleted = s.cleanup()
+    assert(deleted.nonEmpty)
+    val names = remoteNames
+    assert(!names.exists(_.startsWith("1_")), names)
+    assert(names.count(n => n.startsWith("3_")) == 0)
+    for (id <- ids.takeRight(3)) {
+      val fresh = newStore()
+      fresh.load(id)
+      assert(contents(fresh).size == id.version)
+    }
+    // blobs of deleted snapshots are gone, those of retained ones stay
+    val shared = Option(new File(remote, "shared").list()).getOrElse(Array.empty[String]).filterNot(_.endsWith(".crc"))
+    assert(shared.nonEmpty)
+  }
+
+  test("a delta of another store is refused by name") {
+    val s = newStore()
+    s.load(CheckpointId.Empty)
+    val v1 = commitBatch(s, Map("a" -> "1"))
+    val foreign =
+      new CheckpointFiles(new HadoopBlobStore(new Path(remote.toURI), new Configuration()), StoreIdentity(0, 1, "default"), pool)
+    val other = new LineageStore(foreign, Files.createTempDirectory(tmp.toPath, "x").toFile, StoreSettings())
+    open += other
+    val e = intercept[CorruptCheckpointFileException](other.load(v1))
+    assert(e.getMessage.contains("partition 0"))
+  }
+}
