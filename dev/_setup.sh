@@ -1,0 +1,48 @@
+# Shared set-up for dev/test and dev/demo (sourced, not run). Idempotent and fast when already done:
+#  - creates .venv with python3.11 (or $PYTHON) when missing or broken;
+#  - (re)installs the project editable with its test extra when pyproject.toml, VERSION or the build
+#    backend changed since the last install (hash stamp in .venv/);
+#  - makes sure the bundled lineagestore-spark jar matches the current Scala sources (dev/jarbuild.py
+#    runs dev/sbt spark/package only when the jar is missing or stale);
+#  - puts .venv/bin first on PATH.
+# Honours CI=true: no colour, no prompts, no progress bars.
+
+LS_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "${LS_ROOT}"
+
+if [[ "${CI:-}" == "true" ]]; then
+  export NO_COLOR=1 PY_COLORS=0 TERM=dumb PIP_NO_INPUT=1 PIP_PROGRESS_BAR=off
+fi
+
+LS_PYTHON="${PYTHON:-python3.11}"
+LS_VENV="${LS_ROOT}/.venv"
+LS_STAMP="${LS_VENV}/.lineagestore-install-stamp"
+
+ls_log() { printf '==> %s\n' "$*"; }
+
+ls_setup() {
+  command -v java >/dev/null 2>&1 || { echo "Java 17 is required (java not found on PATH)" >&2; return 1; }
+  command -v "${LS_PYTHON}" >/dev/null 2>&1 || { echo "Python 3.11 is required (${LS_PYTHON} not found)" >&2; return 1; }
+
+  if [[ ! -x "${LS_VENV}/bin/python" ]] || ! "${LS_VENV}/bin/python" -c 'import sys' >/dev/null 2>&1; then
+    ls_log "creating ${LS_VENV}"
+    rm -rf "${LS_VENV}"
+    "${LS_PYTHON}" -m venv "${LS_VENV}" || return 1
+  fi
+
+  local want
+  want="$(cat pyproject.toml VERSION dev/jar_backend.py dev/jarbuild.py | sha256sum | cut -d' ' -f1)"
+  if [[ ! -f "${LS_STAMP}" || "$(cat "${LS_STAMP}")" != "${want}" ]]; then
+    ls_log "installing lineagestore (editable, with test extra) into ${LS_VENV}"
+    rm -f "${LS_STAMP}"
+    "${LS_VENV}/bin/python" -m pip install -q --upgrade pip || return 1
+    "${LS_VENV}/bin/python" -m pip install -q -e ".[test]" || return 1
+    printf '%s\n' "${want}" >"${LS_STAMP}"
+  fi
+
+  # Editable install: the package reads python/lineagestore/jars/ directly, so keep that jar current.
+  "${LS_VENV}/bin/python" dev/jarbuild.py >/dev/null || return 1
+
+  export PATH="${LS_VENV}/bin:${PATH}"
+  export VIRTUAL_ENV="${LS_VENV}"
+}
