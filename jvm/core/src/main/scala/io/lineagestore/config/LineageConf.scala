@@ -3,10 +3,9 @@ package io.lineagestore.config
 /** Thrown for a configuration value that is malformed or out of range; names the key and what is allowed. */
 class InvalidConfigException(message: String) extends IllegalArgumentException(message)
 
-/**
- * One configuration key, declared once: name, default, documentation and check. Python's options object and
- * docs/configuration.md are generated from these declarations.
- */
+/** One configuration key, declared once: name, default, documentation and check. Python's options object and
+  * docs/configuration.md are generated from these declarations.
+  */
 final case class ConfEntry[T](
     name: String,
     default: T,
@@ -19,10 +18,12 @@ final case class ConfEntry[T](
 
   /** The value in `confs` (Spark's forwarded state-store SQL confs), or the default; fails on a bad value. */
   def from(confs: Map[String, String]): T = confs.get(key) match {
-    case None => default
+    case None      => default
     case Some(raw) =>
       val v = parse(raw.trim).getOrElse(
-        throw new InvalidConfigException(s"$key='$raw' is not a valid $typeName. $doc Default: ${show(default)}.")
+        throw new InvalidConfigException(
+          s"$key='$raw' is not a valid $typeName. $doc Default: ${show(default)}."
+        )
       )
       check(v).foreach(problem => throw new InvalidConfigException(s"$key='$raw' is not allowed: $problem."))
       v
@@ -37,12 +38,24 @@ object LineageConf {
   val Prefix = "spark.sql.streaming.stateStore.lineagestore."
 
   private def long(name: String, default: Long, doc: String, min: Long, max: Long = Long.MaxValue) =
-    ConfEntry[Long](name, default, doc, "integer", s => scala.util.Try(parseSize(s)).toOption,
-      v => if (v < min || v > max) Some(s"must be between $min and $max") else None)
+    ConfEntry[Long](
+      name,
+      default,
+      doc,
+      "integer",
+      s => scala.util.Try(parseSize(s)).toOption,
+      v => if (v < min || v > max) Some(s"must be between $min and $max") else None
+    )
 
   private def int(name: String, default: Int, doc: String, min: Int, max: Int) =
-    ConfEntry[Int](name, default, doc, "integer", s => s.toIntOption,
-      v => if (v < min || v > max) Some(s"must be between $min and $max") else None)
+    ConfEntry[Int](
+      name,
+      default,
+      doc,
+      "integer",
+      s => s.toIntOption,
+      v => if (v < min || v > max) Some(s"must be between $min and $max") else None
+    )
 
   private def string(name: String, default: String, doc: String) =
     ConfEntry[String](name, default, doc, "string", s => Some(s), _ => None)
@@ -60,38 +73,58 @@ object LineageConf {
   }
 
   val MaxPendingBytes: ConfEntry[Long] = long(
-    "maxPendingBytes", 1L << 30,
+    "maxPendingBytes",
+    1L << 30,
     "Upper bound on the uncommitted changes one batch of one partition may hold in memory (keys and values, " +
       "before commit). Accepts k/m/g suffixes.",
     min = 1L << 20
   )
   val LocalDir: ConfEntry[String] = string(
-    "localDir", "",
+    "localDir",
+    "",
     "Executor-local directory for RocksDB instances and frozen snapshots. Empty: java.io.tmpdir."
   )
   val TransferThreads: ConfEntry[Int] = int(
-    "transferThreads", 8, "Parallel uploads and downloads within one store.", min = 1, max = 256
+    "transferThreads",
+    8,
+    "Parallel uploads and downloads within one store.",
+    min = 1,
+    max = 256
   )
   val OrphanGracePeriodMs: ConfEntry[Long] = long(
-    "orphanGracePeriodMs", 6L * 60 * 60 * 1000,
+    "orphanGracePeriodMs",
+    6L * 60 * 60 * 1000,
     "Age after which a shared blob that no snapshot references is treated as a crash leftover and deleted " +
       "by the orphan sweep. Must exceed the longest snapshot upload.",
     min = 0
   )
   val OrphanSweepEveryCleanups: ConfEntry[Int] = int(
-    "orphanSweepEveryCleanups", 100,
+    "orphanSweepEveryCleanups",
+    100,
     "Clean-up runs between two listings of a store directory (the orphan sweep). Other runs list nothing.",
-    min = 1, max = Int.MaxValue
+    min = 1,
+    max = Int.MaxValue
   )
   val BlockCacheBytes: ConfEntry[Long] = long(
-    "blockCacheBytes", 64L << 20, "RocksDB block cache per store. Accepts k/m/g suffixes.", min = 0
+    "blockCacheBytes",
+    64L << 20,
+    "RocksDB block cache per store. Accepts k/m/g suffixes.",
+    min = 0
   )
   val WriteBufferBytes: ConfEntry[Long] = long(
-    "writeBufferBytes", 32L << 20, "RocksDB memtable size per store. Accepts k/m/g suffixes.", min = 1L << 16
+    "writeBufferBytes",
+    32L << 20,
+    "RocksDB memtable size per store. Accepts k/m/g suffixes.",
+    min = 1L << 16
   )
 
   val All: Seq[ConfEntry[_]] = Seq(
-    MaxPendingBytes, LocalDir, TransferThreads, OrphanGracePeriodMs, OrphanSweepEveryCleanups, BlockCacheBytes,
+    MaxPendingBytes,
+    LocalDir,
+    TransferThreads,
+    OrphanGracePeriodMs,
+    OrphanSweepEveryCleanups,
+    BlockCacheBytes,
     WriteBufferBytes
   )
 

@@ -11,23 +11,27 @@ import org.rocksdb._
 /** Tuning for the local RocksDB instance. */
 final case class RocksDbTuning(blockCacheBytes: Long = 64L << 20, writeBufferBytes: Long = 32L << 20)
 
-/**
- * The executor-local RocksDB instance of one store, plus the batch in progress.
- *
- * Committed state lives in RocksDB; the batch in progress lives in [[PendingWrites]] and reaches RocksDB only
- * through [[commit]], in one atomic write batch. Reads see the committed state overlaid with the pending
- * writes. The write-ahead log is off: the durable copy of every commit is the delta file in the blob store,
- * and after a crash the local directory is rebuilt from there.
- *
- * Not thread-safe for writes: one task uses a store at a time (Spark's contract); snapshot creation by
- * maintenance only reads.
- */
-final class LocalRocksDb(val dir: File, tuning: RocksDbTuning, pendingLimitBytes: Long, pendingLimitKey: String)
-    extends AutoCloseable {
+/** The executor-local RocksDB instance of one store, plus the batch in progress.
+  *
+  * Committed state lives in RocksDB; the batch in progress lives in [[PendingWrites]] and reaches RocksDB
+  * only through [[commit]], in one atomic write batch. Reads see the committed state overlaid with the
+  * pending writes. The write-ahead log is off: the durable copy of every commit is the delta file in the blob
+  * store, and after a crash the local directory is rebuilt from there.
+  *
+  * Not thread-safe for writes: one task uses a store at a time (Spark's contract); snapshot creation by
+  * maintenance only reads.
+  */
+final class LocalRocksDb(
+    val dir: File,
+    tuning: RocksDbTuning,
+    pendingLimitBytes: Long,
+    pendingLimitKey: String
+) extends AutoCloseable {
   RocksDB.loadLibrary()
 
   private val cache = new LRUCache(tuning.blockCacheBytes)
-  private val tableConfig = new BlockBasedTableConfig().setBlockCache(cache).setFilterPolicy(new BloomFilter(10))
+  private val tableConfig =
+    new BlockBasedTableConfig().setBlockCache(cache).setFilterPolicy(new BloomFilter(10))
   private val options = new Options()
     .setCreateIfMissing(true)
     .setWriteBufferSize(tuning.writeBufferBytes)
@@ -68,10 +72,9 @@ final class LocalRocksDb(val dir: File, tuning: RocksDbTuning, pendingLimitBytes
 
   def delete(key: Array[Byte]): Unit = pending.delete(key)
 
-  /**
-   * Keys in [from, until) in bytewise order, committed state overlaid with the batch in progress. The
-   * caller may write to this store while iterating; writes behind the cursor are not seen.
-   */
+  /** Keys in [from, until) in bytewise order, committed state overlaid with the batch in progress. The caller
+    * may write to this store while iterating; writes behind the cursor are not seen.
+    */
   def scan(from: Array[Byte], until: Array[Byte]): CloseableIterator[(Array[Byte], Array[Byte])] = {
     val it = db.newIterator(readOptions)
     openIterators.synchronized(openIterators += it)
@@ -103,10 +106,9 @@ final class LocalRocksDb(val dir: File, tuning: RocksDbTuning, pendingLimitBytes
 
   def abort(): Unit = pending.clear()
 
-  /**
-   * Freezes the current committed state into `target` as a RocksDB checkpoint (hard links to the immutable
-   * SST files plus copies of the small files): the only synchronous part of taking a snapshot.
-   */
+  /** Freezes the current committed state into `target` as a RocksDB checkpoint (hard links to the immutable
+    * SST files plus copies of the small files): the only synchronous part of taking a snapshot.
+    */
   def checkpointTo(target: File): Unit = {
     val flush = new FlushOptions().setWaitForFlush(true)
     try db.flush(flush)
@@ -140,10 +142,9 @@ final class LocalRocksDb(val dir: File, tuning: RocksDbTuning, pendingLimitBytes
 /** An iterator holding a native resource; closed when exhausted or by [[close]]. */
 trait CloseableIterator[A] extends Iterator[A] with AutoCloseable
 
-/**
- * Merges committed entries with pending ones (both ascending, bytewise); a pending entry shadows the committed
- * entry of the same key, and a pending delete (value null) hides it.
- */
+/** Merges committed entries with pending ones (both ascending, bytewise); a pending entry shadows the
+  * committed entry of the same key, and a pending delete (value null) hides it.
+  */
 final class MergedIterator(
     base: Iterator[(Array[Byte], Array[Byte])],
     pending: Iterator[(Array[Byte], Array[Byte])],

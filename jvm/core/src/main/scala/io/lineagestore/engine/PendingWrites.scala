@@ -6,16 +6,15 @@ import java.util.concurrent.ConcurrentSkipListMap
 /** Thrown when one batch's uncommitted writes exceed the configured bound. */
 class PendingWritesLimitException(message: String) extends IllegalStateException(message)
 
-/**
- * The writes of the batch in progress, kept out of RocksDB until commit, so abort (and a failed or duplicate
- * task) costs nothing and leaves no trace in the committed state.
- *
- * Ordered like RocksDB's bytewise comparator so it can be merged with a RocksDB iterator. A concurrent
- * skip list because Spark's operators remove keys while iterating (watermark eviction): its iterators are
- * weakly consistent and never throw on modification.
- *
- * Memory is bounded: past `limitBytes` of keys and values a write fails with an error naming `limitKey`.
- */
+/** The writes of the batch in progress, kept out of RocksDB until commit, so abort (and a failed or duplicate
+  * task) costs nothing and leaves no trace in the committed state.
+  *
+  * Ordered like RocksDB's bytewise comparator so it can be merged with a RocksDB iterator. A concurrent skip
+  * list because Spark's operators remove keys while iterating (watermark eviction): its iterators are weakly
+  * consistent and never throw on modification.
+  *
+  * Memory is bounded: past `limitBytes` of keys and values a write fails with an error naming `limitKey`.
+  */
 final class PendingWrites(limitBytes: Long, limitKey: String) {
   import PendingWrites._
 

@@ -22,20 +22,19 @@ class CorruptCheckpointFileException(val file: String, detail: String, cause: Th
       cause
     )
 
-/**
- * A delta file (`<version>_<uniqueId>.delta`) holds one commit's changes. Layout, all integers big-endian:
- * {{{
- *   magic        8 bytes  "LSDELTA\u0001" (last byte: format version 1)
- *   header       store identity (operatorId:i64, partitionId:i32, storeName:utf),
- *                checkpoint (version:i64, uniqueId:utf),
- *                lineage count:i32, then (version:i64, uniqueId:utf) newest first
- *   headerCrc    i32      CRC32C of magic + header, so lineage is checkable without reading the records
- *   records      repeated: type:u8 (1 = put, 2 = delete), keyLen:i32, key, [valueLen:i32, value]
- *   end          type:u8 = 0, recordCount:i64
- *   fileCrc      i32      CRC32C of every byte before it
- * }}}
- * Keys and values are the engine's raw bytes (column-family prefix included).
- */
+/** A delta file (`<version>_<uniqueId>.delta`) holds one commit's changes. Layout, all integers big-endian:
+  * {{{
+  *   magic        8 bytes  "LSDELTA\u0001" (last byte: format version 1)
+  *   header       store identity (operatorId:i64, partitionId:i32, storeName:utf),
+  *                checkpoint (version:i64, uniqueId:utf),
+  *                lineage count:i32, then (version:i64, uniqueId:utf) newest first
+  *   headerCrc    i32      CRC32C of magic + header, so lineage is checkable without reading the records
+  *   records      repeated: type:u8 (1 = put, 2 = delete), keyLen:i32, key, [valueLen:i32, value]
+  *   end          type:u8 = 0, recordCount:i64
+  *   fileCrc      i32      CRC32C of every byte before it
+  * }}}
+  * Keys and values are the engine's raw bytes (column-family prefix included).
+  */
 object DeltaFile {
   val Magic: Array[Byte] = "LSDELTA".getBytes("US-ASCII") :+ 1.toByte
   private val Put = 1
@@ -45,7 +44,9 @@ object DeltaFile {
   /** Writes a delta; `records` yields (key, value) with value null for a delete. */
   final class Writer(out: OutputStream, header: DeltaHeader) extends Closeable {
     private val crc = new CRC32C
-    private val data = new DataOutputStream(new CheckedOutputStream(new BufferedOutputStream(out, 1 << 16), crc))
+    private val data = new DataOutputStream(
+      new CheckedOutputStream(new BufferedOutputStream(out, 1 << 16), crc)
+    )
     private var count = 0L
     private var closed = false
 
@@ -90,7 +91,12 @@ object DeltaFile {
   }
 
   /** Reads and verifies only the header (magic, identity, lineage, header checksum). */
-  def readHeader(in: InputStream, file: String, expected: StoreIdentity, expectedId: CheckpointId): DeltaHeader = {
+  def readHeader(
+      in: InputStream,
+      file: String,
+      expected: StoreIdentity,
+      expectedId: CheckpointId
+  ): DeltaHeader = {
     val crc = new CRC32C
     val data = new DataInputStream(new CheckedInputStream(new BufferedInputStream(in, 1 << 16), crc))
     guard(file) {
@@ -102,11 +108,10 @@ object DeltaFile {
     }
   }
 
-  /**
-   * Reads a whole delta, verifying identity, completeness and checksum. Records are passed to `onRecord`
-   * (value null for a delete) as they stream by, so the caller must stage them (a write batch) and apply the
-   * stage only if this method returns: a file that fails verification throws after some records were seen.
-   */
+  /** Reads a whole delta, verifying identity, completeness and checksum. Records are passed to `onRecord`
+    * (value null for a delete) as they stream by, so the caller must stage them (a write batch) and apply the
+    * stage only if this method returns: a file that fails verification throws after some records were seen.
+    */
   def read(in: InputStream, file: String, expected: StoreIdentity, expectedId: CheckpointId)(
       onRecord: (Array[Byte], Array[Byte]) => Unit
   ): DeltaHeader = {
@@ -123,7 +128,7 @@ object DeltaFile {
         data.readUnsignedByte() match {
           case Put    => onRecord(readBytes(data, file), readBytes(data, file)); count += 1
           case Delete => onRecord(readBytes(data, file), null); count += 1
-          case End =>
+          case End    =>
             if (data.readLong() != count) corrupt(file, "record count mismatch")
             val fileCrc = crc.getValue.toInt
             if (data.readInt() != fileCrc) corrupt(file, "file checksum mismatch")
@@ -141,7 +146,10 @@ object DeltaFile {
     data.readFully(magic)
     if (!magic.sameElements(Magic)) {
       if (magic.take(7).sameElements(Magic.take(7))) {
-        corrupt(file, s"format version ${magic(7)} is not supported by this build (it reads version ${Magic(7)})")
+        corrupt(
+          file,
+          s"format version ${magic(7)} is not supported by this build (it reads version ${Magic(7)})"
+        )
       }
       corrupt(file, "not a lineagestore delta file (bad magic)")
     }

@@ -6,12 +6,11 @@ import java.util.zip.CRC32C
 
 import io.lineagestore.lineage.CheckpointId
 
-/**
- * One file of a RocksDB checkpoint as a snapshot records it. Identity is content: `sha256` of the bytes,
- * not the file name (RocksDB reuses file numbers across instances). `blob` names the shared blob holding the
- * bytes (immutable SST files, stored once and referenced by every snapshot containing them); None means the
- * bytes travel inside the snapshot's zip (the small mutable files: CURRENT, MANIFEST, OPTIONS).
- */
+/** One file of a RocksDB checkpoint as a snapshot records it. Identity is content: `sha256` of the bytes, not
+  * the file name (RocksDB reuses file numbers across instances). `blob` names the shared blob holding the
+  * bytes (immutable SST files, stored once and referenced by every snapshot containing them); None means the
+  * bytes travel inside the snapshot's zip (the small mutable files: CURRENT, MANIFEST, OPTIONS).
+  */
 final case class SnapshotFile(name: String, size: Long, sha256: String, blob: Option[String]) {
   require(SnapshotFile.isSafeName(name), s"unsafe file name '$name' in a snapshot")
   blob.foreach(b => require(SnapshotFile.isSafeName(b), s"unsafe blob name '$b' in a snapshot"))
@@ -24,20 +23,19 @@ object SnapshotFile {
   def isSafeName(n: String): Boolean = SafeName.matches(n) && !n.contains("..")
 }
 
-/**
- * The index of a snapshot `<version>_<uniqueId>.zip`: which store and checkpoint, the lineage (ancestors,
- * newest first, as the delta of the same checkpoint has it), and every file of the RocksDB checkpoint.
- *
- * Text format, schema version 1 (one record per line, fields separated by one space):
- * {{{
- *   lineagestore-snapshot-index 1
- *   store <operatorId> <partitionId> <storeName, URL-encoded>
- *   checkpoint <version> <uniqueId>
- *   ancestor <version> <uniqueId>                 (zero or more, newest first)
- *   file <name> <size> <sha256 hex> <blob or ->   (one per file of the RocksDB checkpoint)
- *   end <CRC32C, hex, of all bytes before this line>
- * }}}
- */
+/** The index of a snapshot `<version>_<uniqueId>.zip`: which store and checkpoint, the lineage (ancestors,
+  * newest first, as the delta of the same checkpoint has it), and every file of the RocksDB checkpoint.
+  *
+  * Text format, schema version 1 (one record per line, fields separated by one space):
+  * {{{
+  *   lineagestore-snapshot-index 1
+  *   store <operatorId> <partitionId> <storeName, URL-encoded>
+  *   checkpoint <version> <uniqueId>
+  *   ancestor <version> <uniqueId>                 (zero or more, newest first)
+  *   file <name> <size> <sha256 hex> <blob or ->   (one per file of the RocksDB checkpoint)
+  *   end <CRC32C, hex, of all bytes before this line>
+  * }}}
+  */
 final case class SnapshotIndex(
     store: StoreIdentity,
     checkpoint: CheckpointId,
@@ -83,9 +81,10 @@ object SnapshotIndex {
     try {
       lines.tail.foreach { line =>
         line.split(" ").toSeq match {
-          case Seq("store", op, part, name) => store = Some(StoreIdentity(op.toLong, part.toInt, decode(name)))
-          case Seq("checkpoint", v, id)     => checkpoint = Some(CheckpointId(v.toLong, id))
-          case Seq("ancestor", v, id)       => ancestors += CheckpointId(v.toLong, id)
+          case Seq("store", op, part, name) =>
+            store = Some(StoreIdentity(op.toLong, part.toInt, decode(name)))
+          case Seq("checkpoint", v, id)        => checkpoint = Some(CheckpointId(v.toLong, id))
+          case Seq("ancestor", v, id)          => ancestors += CheckpointId(v.toLong, id)
           case Seq("file", n, size, sha, blob) =>
             files += SnapshotFile(n, size.toLong, sha, if (blob == "-") None else Some(blob))
           case _ => bad(s"unreadable line '$line'")

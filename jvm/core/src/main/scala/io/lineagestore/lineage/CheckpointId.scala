@@ -2,15 +2,14 @@ package io.lineagestore.lineage
 
 import java.util.UUID
 
-/**
- * One checkpoint of one store: the state after committing `version`, written by the attempt that drew
- * `uniqueId`. Two attempts of the same batch have the same version and different unique IDs, and both
- * stay loadable by their own ID.
- *
- * Invariants: version >= 0; version 0 is the empty state and is the only checkpoint without a unique ID
- * (it has no files); a unique ID is non-empty and made of [A-Za-z0-9-] only, so it can never smuggle a path
- * separator or a `_` into a file name.
- */
+/** One checkpoint of one store: the state after committing `version`, written by the attempt that drew
+  * `uniqueId`. Two attempts of the same batch have the same version and different unique IDs, and both stay
+  * loadable by their own ID.
+  *
+  * Invariants: version >= 0; version 0 is the empty state and is the only checkpoint without a unique ID (it
+  * has no files); a unique ID is non-empty and made of [A-Za-z0-9-] only, so it can never smuggle a path
+  * separator or a `_` into a file name.
+  */
 final case class CheckpointId(version: Long, uniqueId: String) {
   require(version >= 0, s"checkpoint version must be >= 0, got $version")
   require(

@@ -3,19 +3,17 @@ package io.lineagestore.lineage
 import scala.annotation.tailrec
 import scala.collection.mutable.ArrayBuffer
 
-/**
- * What the resolver may ask about a store's checkpoint directory. Implementations do I/O; the resolver
- * itself only decides, so it is tested with an in-memory map.
- */
+/** What the resolver may ask about a store's checkpoint directory. Implementations do I/O; the resolver
+  * itself only decides, so it is tested with an in-memory map.
+  */
 trait LineageSource {
 
   /** Whether `<version>_<uniqueId>.zip` exists (a complete snapshot). */
   def hasSnapshot(id: CheckpointId): Boolean
 
-  /**
-   * The lineage record of `<version>_<uniqueId>.delta`: the checkpoints of versions v-1, v-2, ... down to the
-   * snapshot its writer presumed, newest first. None when that delta file does not exist.
-   */
+  /** The lineage record of `<version>_<uniqueId>.delta`: the checkpoints of versions v-1, v-2, ... down to
+    * the snapshot its writer presumed, newest first. None when that delta file does not exist.
+    */
   def ancestorsOf(id: CheckpointId): Option[Seq[CheckpointId]]
 }
 
@@ -27,11 +25,10 @@ object LoadBase {
   final case class Local(id: CheckpointId) extends LoadBase
 }
 
-/**
- * How to reach `target`: open `base`, then replay `deltas` (ascending versions, each the child of the one
- * before, the last being `target`). `lineage` lists target's ancestors newest first down to base's version
- * (inclusive; empty when the base is the empty state at version 0 and target is version 1).
- */
+/** How to reach `target`: open `base`, then replay `deltas` (ascending versions, each the child of the one
+  * before, the last being `target`). `lineage` lists target's ancestors newest first down to base's version
+  * (inclusive; empty when the base is the empty state at version 0 and target is version 1).
+  */
 final case class LoadPlan(
     target: CheckpointId,
     base: LoadBase,
@@ -43,15 +40,15 @@ final case class LoadPlan(
 
 class LineageException(message: String) extends IllegalStateException(message)
 
-/**
- * Resolves which files rebuild a checkpoint, following the checkpoint-structure-V2 design:
- *   1. the store already holds `target` locally: nothing to do;
- *   2. otherwise read target's delta lineage; if the local store is at one of its ancestors, replay from there;
- *   3. otherwise take the newest snapshot among target and its ancestors;
- *   4. if no presumed snapshot exists (its upload failed or was cleaned), keep tracing lineage through the
- *      oldest ancestor's own delta, down to the empty state at version 0 if that is what it takes.
- * Attempts outside the lineage (another unique ID at some version) are never looked at.
- */
+/** Resolves which files rebuild a checkpoint, following the checkpoint-structure-V2 design:
+  *   1. the store already holds `target` locally: nothing to do;
+  *   2. otherwise read target's delta lineage; if the local store is at one of its ancestors, replay from
+  *      there;
+  *   3. otherwise take the newest snapshot among target and its ancestors;
+  *   4. if no presumed snapshot exists (its upload failed or was cleaned), keep tracing lineage through the
+  *      oldest ancestor's own delta, down to the empty state at version 0 if that is what it takes.
+  * Attempts outside the lineage (another unique ID at some version) are never looked at.
+  */
 object LineageResolver {
 
   def plan(target: CheckpointId, local: Option[CheckpointId], source: LineageSource): LoadPlan = {
@@ -67,7 +64,7 @@ object LineageResolver {
     @tailrec
     def walk(cursor: CheckpointId): LoadPlan = {
       val ancestors = source.ancestorsOf(cursor) match {
-        case Some(a) => a
+        case Some(a)                                                => a
         case None if cursor == target && source.hasSnapshot(target) =>
           return LoadPlan(target, LoadBase.Snapshot(target), Nil, Nil)
         case None =>

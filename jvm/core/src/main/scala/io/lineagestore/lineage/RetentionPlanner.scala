@@ -7,10 +7,9 @@ final case class CheckpointFile(id: CheckpointId, kind: FileKind) {
   def name: String = if (kind == Delta) id.deltaFileName else id.snapshotFileName
 }
 
-/**
- * Result of retention planning. `delete` never contains a file the retained versions need; `snapshotBase` is
- * the checkpoint every retained version can be rebuilt from (the empty state when it is version 0).
- */
+/** Result of retention planning. `delete` never contains a file the retained versions need; `snapshotBase` is
+  * the checkpoint every retained version can be rebuilt from (the empty state when it is version 0).
+  */
 final case class RetentionPlan(
     oldestRetained: Long,
     snapshotBase: CheckpointId,
@@ -18,19 +17,19 @@ final case class RetentionPlan(
     retainedSnapshots: Seq[CheckpointId]
 )
 
-/**
- * Pure clean-up planning from the committed lineage. Retains versions [head - minVersionsToRetain + 1, head]
- * (what Spark's minBatchesToRetain asks for) and everything needed to rebuild each of them: the newest
- * snapshot of the committed lineage at or below the oldest retained version, and every committed delta after
- * it. Losing attempts (another unique ID at a version) are removed only once their version left the window.
- */
+/** Pure clean-up planning from the committed lineage. Retains versions [head - minVersionsToRetain + 1, head]
+  * (what Spark's minBatchesToRetain asks for) and everything needed to rebuild each of them: the newest
+  * snapshot of the committed lineage at or below the oldest retained version, and every committed delta after
+  * it. Losing attempts (another unique ID at a version) are removed only once their version left the window.
+  */
 object RetentionPlanner {
 
-  /**
-   * @param committed committed unique ID per version, covering at least head down to the snapshot base;
-   *                  if it does not reach that far, nothing below the known part is deleted.
-   * @param existing  checkpoint files known to exist
-   */
+  /** @param committed
+    *   committed unique ID per version, covering at least head down to the snapshot base; if it does not
+    *   reach that far, nothing below the known part is deleted.
+    * @param existing
+    *   checkpoint files known to exist
+    */
   def plan(
       head: CheckpointId,
       committed: Map[Long, String],

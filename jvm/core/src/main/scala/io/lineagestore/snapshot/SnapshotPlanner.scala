@@ -30,22 +30,21 @@ final case class DownloadPlan(
     removeLocal: Seq[String] // local files the snapshot does not have (or has with other content)
 )
 
-/**
- * Pure planning of snapshot uploads and restores: functions of data, no I/O. File identity is content
- * (SHA-256), never name + size: RocksDB reuses file numbers across instances, and trusting name + size is
- * what produced Spark's "Mismatch in unique ID on table file" corruptions.
- */
+/** Pure planning of snapshot uploads and restores: functions of data, no I/O. File identity is content
+  * (SHA-256), never name + size: RocksDB reuses file numbers across instances, and trusting name + size is
+  * what produced Spark's "Mismatch in unique ID on table file" corruptions.
+  */
 object SnapshotPlanner {
 
   /** SST files are immutable and shared between snapshots; everything else is small and travels inline. */
   def isShared(name: String): Boolean = name.endsWith(".sst")
 
-  /**
-   * Decides each file of a frozen checkpoint against `base`, the last snapshot whose upload completed
-   * (never one in flight).
-   */
+  /** Decides each file of a frozen checkpoint against `base`, the last snapshot whose upload completed (never
+    * one in flight).
+    */
   def planUpload(files: Seq[LocalFile], base: Option[SnapshotIndex]): Seq[UploadDecision] = {
-    val baseByHash = base.toSeq.flatMap(_.files).filter(_.blob.isDefined).map(f => (f.sha256, f.size) -> f).toMap
+    val baseByHash =
+      base.toSeq.flatMap(_.files).filter(_.blob.isDefined).map(f => (f.sha256, f.size) -> f).toMap
     val baseByNameSize = base.toSeq.flatMap(_.files).map(f => (f.name, f.size)).toSet
     files.map { f =>
       if (!isShared(f.name)) UploadDecision.Inline(f)
@@ -54,7 +53,7 @@ object SnapshotPlanner {
           case Some(h) =>
             baseByHash.get((h, f.size)).map(UploadDecision.Reuse(f, _)).getOrElse(UploadDecision.Upload(f))
           case None if baseByNameSize.contains((f.name, f.size)) => UploadDecision.HashFirst(f)
-          case None                                               => UploadDecision.Upload(f)
+          case None                                              => UploadDecision.Upload(f)
         }
     }
   }
@@ -70,10 +69,9 @@ object SnapshotPlanner {
     DownloadPlan(keep, download, inline, local.map(_.name).filterNot(keepNames))
   }
 
-  /**
-   * Shared blobs no longer referenced once `dropped` snapshots are deleted, given every snapshot that stays
-   * (`retained`). A blob referenced by any retained snapshot is never returned.
-   */
+  /** Shared blobs no longer referenced once `dropped` snapshots are deleted, given every snapshot that stays
+    * (`retained`). A blob referenced by any retained snapshot is never returned.
+    */
   def unreferencedBlobs(dropped: Seq[SnapshotIndex], retained: Seq[SnapshotIndex]): Set[String] =
     dropped.flatMap(_.sharedBlobs).toSet -- retained.flatMap(_.sharedBlobs)
 }

@@ -6,13 +6,12 @@ import java.util.UUID
 import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.{FileSystem, Path}
 
-/**
- * [[BlobStore]] over any Hadoop FileSystem (file://, hdfs://, s3a://, abfs://, gs://).
- *
- * Atomic writes: object stores (s3a, gs) make an object visible only when its stream closes, so blobs are
- * written in place. On filesystems with visible partial files (file, hdfs, abfs) a blob is written under a
- * temporary name `.<name>.<uuid>.tmp` and renamed, which those filesystems do atomically.
- */
+/** [[BlobStore]] over any Hadoop FileSystem (file://, hdfs://, s3a://, abfs://, gs://).
+  *
+  * Atomic writes: object stores (s3a, gs) make an object visible only when its stream closes, so blobs are
+  * written in place. On filesystems with visible partial files (file, hdfs, abfs) a blob is written under a
+  * temporary name `.<name>.<uuid>.tmp` and renamed, which those filesystems do atomically.
+  */
 class HadoopBlobStore(val root: Path, hadoopConf: Configuration) extends BlobStore {
   private val fs: FileSystem = root.getFileSystem(hadoopConf)
   private val writesInPlace = Set("s3a", "s3", "gs").contains(Option(fs.getScheme).getOrElse("").toLowerCase)
@@ -23,7 +22,9 @@ class HadoopBlobStore(val root: Path, hadoopConf: Configuration) extends BlobSto
 
   override def write(name: String)(body: OutputStream => Unit): Unit = {
     val target = path(name)
-    val dest = if (writesInPlace) target else new Path(target.getParent, s".${target.getName}.${UUID.randomUUID()}.tmp")
+    val dest =
+      if (writesInPlace) target
+      else new Path(target.getParent, s".${target.getName}.${UUID.randomUUID()}.tmp")
     val out = fs.create(dest, false)
     try body(out)
     catch {

@@ -16,27 +16,36 @@ import io.lineagestore.snapshot.{LocalFile, SnapshotPlanner, UploadDecision}
 import io.lineagestore.storage.{BlobNotFoundException, BlobStore}
 
 /** Byte and file counts of one transfer, for metrics. */
-final case class TransferStats(filesMoved: Int = 0, bytesMoved: Long = 0, filesReused: Int = 0, bytesReused: Long = 0) {
+final case class TransferStats(
+    filesMoved: Int = 0,
+    bytesMoved: Long = 0,
+    filesReused: Int = 0,
+    bytesReused: Long = 0
+) {
   def +(o: TransferStats): TransferStats =
-    TransferStats(filesMoved + o.filesMoved, bytesMoved + o.bytesMoved, filesReused + o.filesReused, bytesReused + o.bytesReused)
+    TransferStats(
+      filesMoved + o.filesMoved,
+      bytesMoved + o.bytesMoved,
+      filesReused + o.filesReused,
+      bytesReused + o.bytesReused
+    )
 }
 
-/**
- * Executes the remote side of one store's checkpoints: writes and reads delta files, uploads and restores
- * snapshots, deletes files. It decides nothing: what to upload, download or delete comes from the pure
- * planners ([[SnapshotPlanner]], [[io.lineagestore.lineage.RetentionPlanner]],
- * [[io.lineagestore.lineage.LineageResolver]]).
- *
- * On-storage layout of one store (`<checkpoint>/state/<operatorId>/<partitionId>[/<storeName>]`):
- * {{{
- *   <store dir>/
- *   ├── <version>_<uniqueId>.delta   every commit of every attempt; first record: lineage
- *   ├── <version>_<uniqueId>.zip     snapshot, written last: INDEX + small RocksDB files (CURRENT, MANIFEST...)
- *   └── shared/
- *       └── <uuid>.sst               immutable SST bytes, stored once, referenced by snapshot INDEXes
- * }}}
- * A snapshot exists once its zip exists: its shared blobs are all uploaded before the zip is written.
- */
+/** Executes the remote side of one store's checkpoints: writes and reads delta files, uploads and restores
+  * snapshots, deletes files. It decides nothing: what to upload, download or delete comes from the pure
+  * planners ([[SnapshotPlanner]], [[io.lineagestore.lineage.RetentionPlanner]],
+  * [[io.lineagestore.lineage.LineageResolver]]).
+  *
+  * On-storage layout of one store (`<checkpoint>/state/<operatorId>/<partitionId>[/<storeName>]`):
+  * {{{
+  *   <store dir>/
+  *   ├── <version>_<uniqueId>.delta   every commit of every attempt; first record: lineage
+  *   ├── <version>_<uniqueId>.zip     snapshot, written last: INDEX + small RocksDB files (CURRENT, MANIFEST...)
+  *   └── shared/
+  *       └── <uuid>.sst               immutable SST bytes, stored once, referenced by snapshot INDEXes
+  * }}}
+  * A snapshot exists once its zip exists: its shared blobs are all uploaded before the zip is written.
+  */
 final class CheckpointFiles(val blobs: BlobStore, val store: StoreIdentity, transferPool: ExecutorService)
     extends LineageSource {
   import CheckpointFiles._
@@ -59,7 +68,10 @@ final class CheckpointFiles(val blobs: BlobStore, val store: StoreIdentity, tran
     val in =
       try blobs.open(id.deltaFileName)
       catch { case _: BlobNotFoundException => return None }
-    try fsChecked(id.deltaFileName)(Some(DeltaFile.readHeader(in, blobs.locate(id.deltaFileName), store, id).ancestors))
+    try
+      fsChecked(id.deltaFileName)(
+        Some(DeltaFile.readHeader(in, blobs.locate(id.deltaFileName), store, id).ancestors)
+      )
     finally in.close()
   }
 
@@ -68,7 +80,11 @@ final class CheckpointFiles(val blobs: BlobStore, val store: StoreIdentity, tran
     try body
     catch {
       case e: org.apache.hadoop.fs.ChecksumException =>
-        throw new CorruptCheckpointFileException(blobs.locate(name), "the filesystem's checksum does not match", e)
+        throw new CorruptCheckpointFileException(
+          blobs.locate(name),
+          "the filesystem's checksum does not match",
+          e
+        )
     }
 
   override def hasSnapshot(id: CheckpointId): Boolean = blobs.exists(id.snapshotFileName)
@@ -88,11 +104,10 @@ final class CheckpointFiles(val blobs: BlobStore, val store: StoreIdentity, tran
 
   // ---- snapshots ------------------------------------------------------------------------------------------
 
-  /**
-   * Uploads the frozen RocksDB checkpoint in `dir` as snapshot `id`, reusing every shared blob of `base` that
-   * holds identical content, uploading the rest in parallel, and writing the zip last. `knownHashes` gives the
-   * SHA-256 of files already known (name -> (size, hash)) and receives those computed here.
-   */
+  /** Uploads the frozen RocksDB checkpoint in `dir` as snapshot `id`, reusing every shared blob of `base`
+    * that holds identical content, uploading the rest in parallel, and writing the zip last. `knownHashes`
+    * gives the SHA-256 of files already known (name -> (size, hash)) and receives those computed here.
+    */
   def uploadSnapshot(
       id: CheckpointId,
       ancestors: Seq[CheckpointId],
@@ -172,12 +187,11 @@ final class CheckpointFiles(val blobs: BlobStore, val store: StoreIdentity, tran
     } finally zip.close()
   }
 
-  /**
-   * Restores snapshot `id` into `target` (a closed RocksDB directory): keeps local files whose content the
-   * snapshot has, downloads the missing shared blobs in parallel verifying each checksum as it streams,
-   * extracts the small files, and removes everything else. `knownHashes` describes the files now in `target`
-   * and is replaced by the snapshot's files on success.
-   */
+  /** Restores snapshot `id` into `target` (a closed RocksDB directory): keeps local files whose content the
+    * snapshot has, downloads the missing shared blobs in parallel verifying each checksum as it streams,
+    * extracts the small files, and removes everything else. `knownHashes` describes the files now in `target`
+    * and is replaced by the snapshot's files on success.
+    */
   def restoreSnapshot(
       id: CheckpointId,
       target: File,
@@ -187,8 +201,10 @@ final class CheckpointFiles(val blobs: BlobStore, val store: StoreIdentity, tran
     val zip = new ZipInputStream(new BufferedInputStream(openSnapshot(id), 1 << 16))
     try {
       val first = zip.getNextEntry
-      if (first == null || first.getName != IndexEntry) DeltaFile.corrupt(location, "no INDEX entry first in the zip")
-      val index = checkIndex(SnapshotIndex.parse(DeltaFile.guard(location)(zip.readAllBytes()), location), id, location)
+      if (first == null || first.getName != IndexEntry)
+        DeltaFile.corrupt(location, "no INDEX entry first in the zip")
+      val index =
+        checkIndex(SnapshotIndex.parse(DeltaFile.guard(location)(zip.readAllBytes()), location), id, location)
       Files.createDirectories(target.toPath)
       val localFiles = Option(target.listFiles()).getOrElse(Array.empty[File]).filter(_.isFile).map { f =>
         LocalFile(f.getName, f.length(), knownHashes.get(f.getName).filter(_._1 == f.length()).map(_._2))
@@ -205,7 +221,8 @@ final class CheckpointFiles(val blobs: BlobStore, val store: StoreIdentity, tran
       var e = zip.getNextEntry
       val extracted = mutable.Set.empty[String]
       while (e != null) {
-        val f = inlineByName.getOrElse(e.getName, DeltaFile.corrupt(location, s"unexpected entry ${e.getName}"))
+        val f =
+          inlineByName.getOrElse(e.getName, DeltaFile.corrupt(location, s"unexpected entry ${e.getName}"))
         writeVerified(zip, new File(target, f.name), f, location)
         extracted += f.name
         e = zip.getNextEntry
@@ -219,8 +236,9 @@ final class CheckpointFiles(val blobs: BlobStore, val store: StoreIdentity, tran
       val moved = plan.download ++ plan.inline
       (index, TransferStats(moved.size, moved.map(_.size).sum, plan.keep.size, plan.keep.map(_.size).sum))
     } catch {
-      case e: java.util.zip.ZipException => throw new CorruptCheckpointFileException(location, e.getMessage, e)
-      case e: EOFException               => throw new CorruptCheckpointFileException(location, "truncated", e)
+      case e: java.util.zip.ZipException =>
+        throw new CorruptCheckpointFileException(location, e.getMessage, e)
+      case e: EOFException => throw new CorruptCheckpointFileException(location, "truncated", e)
     } finally zip.close()
   }
 
@@ -233,7 +251,8 @@ final class CheckpointFiles(val blobs: BlobStore, val store: StoreIdentity, tran
 
   private def checkIndex(index: SnapshotIndex, id: CheckpointId, location: String): SnapshotIndex = {
     if (index.store != store) DeltaFile.corrupt(location, s"it belongs to ${index.store}, not to $store")
-    if (index.checkpoint != id) DeltaFile.corrupt(location, s"it holds checkpoint ${index.checkpoint}, not $id")
+    if (index.checkpoint != id)
+      DeltaFile.corrupt(location, s"it holds checkpoint ${index.checkpoint}, not $id")
     index
   }
 
@@ -243,7 +262,11 @@ final class CheckpointFiles(val blobs: BlobStore, val store: StoreIdentity, tran
       try blobs.open(blob)
       catch {
         case e: BlobNotFoundException =>
-          throw new CorruptCheckpointFileException(blobs.locate(blob), s"it is missing (needed for ${f.name})", e)
+          throw new CorruptCheckpointFileException(
+            blobs.locate(blob),
+            s"it is missing (needed for ${f.name})",
+            e
+          )
       }
     try writeVerified(in, dest, f, blobs.locate(blob))
     finally in.close()
@@ -271,7 +294,9 @@ final class CheckpointFiles(val blobs: BlobStore, val store: StoreIdentity, tran
 
   /** Checkpoint files of this store, by listing: only the orphan sweep and tools call this. */
   def listCheckpointFiles(): Seq[CheckpointFile] =
-    blobs.list("").flatMap(b => CheckpointId.parseFileName(b.name).map { case (id, k) => CheckpointFile(id, k) })
+    blobs
+      .list("")
+      .flatMap(b => CheckpointId.parseFileName(b.name).map { case (id, k) => CheckpointFile(id, k) })
 
   /** Blobs of the shared area, named as snapshot indexes name them (without the directory). */
   def listSharedBlobs(): Seq[io.lineagestore.storage.BlobInfo] =

@@ -7,14 +7,13 @@ import scala.collection.mutable
 
 import io.lineagestore.engine.LocalRocksDb
 
-/**
- * Column families as key prefixes in one RocksDB keyspace: every key is `[cfId:u16][user key]`. The registry
- * (name -> id), the next free id and per-family key counts are ordinary keys under id 0, so they travel in
- * deltas and snapshots like any state and are rolled back by abort like any state.
- *
- * Invariants: "default" is always id 1; an id is never reused, so keys of a removed family can never
- * reappear under a new one.
- */
+/** Column families as key prefixes in one RocksDB keyspace: every key is `[cfId:u16][user key]`. The registry
+  * (name -> id), the next free id and per-family key counts are ordinary keys under id 0, so they travel in
+  * deltas and snapshots like any state and are rolled back by abort like any state.
+  *
+  * Invariants: "default" is always id 1; an id is never reused, so keys of a removed family can never
+  * reappear under a new one.
+  */
 final class ColumnFamilies(db: LocalRocksDb) {
   import ColumnFamilies._
 
@@ -29,7 +28,10 @@ final class ColumnFamilies(db: LocalRocksDb) {
     countChanges.clear()
     ids(DefaultName) = DefaultId
     val it = db.scan(Array[Byte](0, 0, 'f'), Array[Byte](0, 0, 'g'))
-    try it.foreach { case (k, v) => ids(new String(k, 3, k.length - 3, UTF_8)) = ByteBuffer.wrap(v).getShort & 0xffff }
+    try
+      it.foreach { case (k, v) =>
+        ids(new String(k, 3, k.length - 3, UTF_8)) = ByteBuffer.wrap(v).getShort & 0xffff
+      }
     finally it.close()
   }
 
@@ -39,8 +41,10 @@ final class ColumnFamilies(db: LocalRocksDb) {
   /** Creates `name` if absent; returns whether it was created. */
   def create(name: String): Boolean = {
     if (ids.contains(name)) return false
-    val next = Option(db.get(NextIdKey)).map(b => ByteBuffer.wrap(b).getShort & 0xffff).getOrElse(DefaultId + 1)
-    if (next > 0xffff) throw new IllegalStateException("too many column families created over this store's life")
+    val next =
+      Option(db.get(NextIdKey)).map(b => ByteBuffer.wrap(b).getShort & 0xffff).getOrElse(DefaultId + 1)
+    if (next > 0xffff)
+      throw new IllegalStateException("too many column families created over this store's life")
     db.put(NextIdKey, u16(next + 1))
     db.put(registryKey(name), u16(next))
     ids(name) = next
@@ -51,7 +55,7 @@ final class ColumnFamilies(db: LocalRocksDb) {
   def remove(name: String): Boolean = {
     require(name != DefaultName, "the default column family cannot be removed")
     ids.remove(name) match {
-      case None => false
+      case None     => false
       case Some(id) =>
         val it = db.scan(prefix(id), prefix(id + 1))
         try it.foreach { case (k, _) => db.delete(k) }
@@ -67,7 +71,8 @@ final class ColumnFamilies(db: LocalRocksDb) {
 
   /** Number of keys per family, including this batch's changes. */
   def counts: Map[String, Long] = ids.map { case (name, id) =>
-    name -> (Option(db.get(countKey(id))).map(ByteBuffer.wrap(_).getLong).getOrElse(0L) + countChanges.getOrElse(id, 0L))
+    name -> (Option(db.get(countKey(id))).map(ByteBuffer.wrap(_).getLong).getOrElse(0L) + countChanges
+      .getOrElse(id, 0L))
   }.toMap
 
   /** Moves this batch's count changes into the pending writes; called right before commit. */

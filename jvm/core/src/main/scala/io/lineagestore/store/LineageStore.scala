@@ -30,15 +30,14 @@ final class StoreCounters {
   val lastDeltaBytes = new AtomicLong
 }
 
-/**
- * One store's state: a local RocksDB ([[LocalRocksDb]]) and its unforkable lineage of checkpoints in a blob
- * store ([[CheckpointFiles]]). This class sequences load, commit, snapshot and clean-up; what to load, upload
- * and delete is decided by the pure planners.
- *
- * Threads: one task at a time calls load/read/write/commit/abort (Spark's contract); Spark's maintenance
- * thread calls [[uploadSnapshots]] and [[cleanup]] concurrently. They share only the frozen-checkpoint queue,
- * the committed head and the per-generation hash caches, all safe for that.
- */
+/** One store's state: a local RocksDB ([[LocalRocksDb]]) and its unforkable lineage of checkpoints in a blob
+  * store ([[CheckpointFiles]]). This class sequences load, commit, snapshot and clean-up; what to load,
+  * upload and delete is decided by the pure planners.
+  *
+  * Threads: one task at a time calls load/read/write/commit/abort (Spark's contract); Spark's maintenance
+  * thread calls [[uploadSnapshots]] and [[cleanup]] concurrently. They share only the frozen-checkpoint
+  * queue, the committed head and the per-generation hash caches, all safe for that.
+  */
 final class LineageStore(
     files: CheckpointFiles,
     localRoot: File,
@@ -53,7 +52,8 @@ final class LineageStore(
 
   private val dbDir = new File(localRoot, "db")
   private val frozenRoot = new File(localRoot, "frozen")
-  private val db = new LocalRocksDb(dbDir, settings.tuning, settings.maxPendingBytes, settings.maxPendingBytesKey)
+  private val db =
+    new LocalRocksDb(dbDir, settings.tuning, settings.maxPendingBytes, settings.maxPendingBytesKey)
   val columnFamilies = new ColumnFamilies(db)
   val counters = new StoreCounters
 
@@ -86,7 +86,8 @@ final class LineageStore(
     try execute(plan)
     catch {
       case t: Throwable =>
-        loaded = None // local directory state unknown: the next load starts from a snapshot or the empty state
+        loaded =
+          None // local directory state unknown: the next load starts from a snapshot or the empty state
         throw t
     }
     noteCommitted(target, plan.lineage)
@@ -182,10 +183,9 @@ final class LineageStore(
 
   // ---- commit and abort -----------------------------------------------------------------------------------
 
-  /**
-   * Commits the batch in progress as checkpoint (loaded + 1, uniqueId): writes its delta (lineage first),
-   * then applies it locally. Freezes a snapshot when enough deltas accumulated since the presumed one.
-   */
+  /** Commits the batch in progress as checkpoint (loaded + 1, uniqueId): writes its delta (lineage first),
+    * then applies it locally. Freezes a snapshot when enough deltas accumulated since the presumed one.
+    */
   def commit(uniqueId: String): CheckpointId = {
     val start = clock()
     val parent = loaded.getOrElse(throw new IllegalStateException("commit without a loaded checkpoint"))
@@ -241,7 +241,8 @@ final class LineageStore(
     while (next != null) {
       val start = clock()
       if (!files.hasSnapshot(next.id)) {
-        val (index, stats) = files.uploadSnapshot(next.id, next.ancestors, next.dir, lastUploaded, next.gen.hashes)
+        val (index, stats) =
+          files.uploadSnapshot(next.id, next.ancestors, next.dir, lastUploaded, next.gen.hashes)
         crash.at(CrashPoints.SnapshotAfterZip)
         lastUploaded = Some(index)
         indexCache.synchronized(indexCache(next.id) = index)
@@ -273,12 +274,11 @@ final class LineageStore(
     }
   }
 
-  /**
-   * Deletes what the committed lineage no longer needs: files of versions below the snapshot base of the
-   * oldest retained version, losing attempts that left the retention window, and shared blobs no retained
-   * snapshot references. Lists the store only on the first run and every `orphanSweepEveryCleanups` runs
-   * (the orphan sweep, which also removes unreferenced blobs older than the grace period).
-   */
+  /** Deletes what the committed lineage no longer needs: files of versions below the snapshot base of the
+    * oldest retained version, losing attempts that left the retention window, and shared blobs no retained
+    * snapshot references. Lists the store only on the first run and every `orphanSweepEveryCleanups` runs
+    * (the orphan sweep, which also removes unreferenced blobs older than the grace period).
+    */
   def cleanup(): Seq[String] = {
     val head = committedHead.getOrElse(return Nil)
     val sweep = cleanupsSinceSweep >= settings.orphanSweepEveryCleanups

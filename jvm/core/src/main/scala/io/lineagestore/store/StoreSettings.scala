@@ -13,10 +13,9 @@ final case class StoreSettings(
     tuning: RocksDbTuning = RocksDbTuning()
 )
 
-/**
- * Named steps of commit, snapshot upload and clean-up. A test passes a hook that stops the process (or
- * throws) at a step; production passes [[CrashPoints.None]]. The list is the single source of step names.
- */
+/** Named steps of commit, snapshot upload and clean-up. A test passes a hook that stops the process (or
+  * throws) at a step; production passes [[CrashPoints.None]]. The list is the single source of step names.
+  */
 trait CrashPoints { def at(step: CrashPoints.Step): Unit }
 
 object CrashPoints {
@@ -31,8 +30,15 @@ object CrashPoints {
   val CleanupAfterBlobs: Step = Step("cleanup.after-blobs")
   val CleanupAfterDeltas: Step = Step("cleanup.after-deltas")
   val All: Seq[Step] = Seq(
-    CommitBeforeDelta, CommitAfterDelta, CommitAfterLocalApply, SnapshotAfterFreeze, SnapshotAfterBlobs,
-    SnapshotAfterZip, CleanupAfterZips, CleanupAfterBlobs, CleanupAfterDeltas
+    CommitBeforeDelta,
+    CommitAfterDelta,
+    CommitAfterLocalApply,
+    SnapshotAfterFreeze,
+    SnapshotAfterBlobs,
+    SnapshotAfterZip,
+    CleanupAfterZips,
+    CleanupAfterBlobs,
+    CleanupAfterDeltas
   )
   val None: CrashPoints = (_: Step) => ()
 }

@@ -12,17 +12,17 @@ import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.storage.HadoopBlobStore
 import io.lineagestore.store.CheckpointFiles
 
-/**
- * Read-only description of one store directory, as JSON, for the Python tools (reached through py4j).
- * Uses the one implementation of the format; never writes.
- */
+/** Read-only description of one store directory, as JSON, for the Python tools (reached through py4j). Uses
+  * the one implementation of the format; never writes.
+  */
 object StoreInspector {
 
-  /**
-   * @param storeDir `<checkpoint>/state/<operatorId>/<partitionId>[/<storeName>]`
-   * @return JSON: {"checkpoints": [{version, uniqueId, delta, snapshot, deltaBytes, snapshotBytes, ancestors,
-   *         error}], "sharedBlobs": n, "sharedBytes": n}
-   */
+  /** @param storeDir
+    *   `<checkpoint>/state/<operatorId>/<partitionId>[/<storeName>]`
+    * @return
+    *   JSON: {"checkpoints": [{version, uniqueId, delta, snapshot, deltaBytes, snapshotBytes, ancestors,
+    *   error}], "sharedBlobs": n, "sharedBytes": n}
+    */
   def describe(storeDir: String, operatorId: Long, partitionId: Int, storeName: String): String = {
     val blobs = new HadoopBlobStore(new Path(storeDir), new Configuration())
     val pool = Executors.newSingleThreadExecutor()
@@ -41,7 +41,10 @@ object StoreInspector {
           s""""snapshot": $hasZip""",
           s""""deltaBytes": ${blobs.size(id.deltaFileName).getOrElse(0L)}""",
           s""""snapshotBytes": ${blobs.size(id.snapshotFileName).getOrElse(0L)}""",
-          s""""ancestors": [${lineage.getOrElse(Nil).map(a => s""""${a.version}_${a.uniqueId}"""").mkString(", ")}]"""
+          s""""ancestors": [${lineage
+              .getOrElse(Nil)
+              .map(a => s""""${a.version}_${a.uniqueId}"""")
+              .mkString(", ")}]"""
         ) ++ lineage.failed.toOption.map(e => s""""error": "${escape(e.getMessage)}"""")
         fields.mkString("{", ", ", "}")
       }
@@ -53,9 +56,9 @@ object StoreInspector {
 
   private def escape(s: String): String =
     Option(s).getOrElse("").flatMap {
-      case '"'           => "\\\""
-      case '\\'          => "\\\\"
-      case c if c < ' '  => " "
-      case c             => c.toString
+      case '"'          => "\\\""
+      case '\\'         => "\\\\"
+      case c if c < ' ' => " "
+      case c            => c.toString
     }
 }

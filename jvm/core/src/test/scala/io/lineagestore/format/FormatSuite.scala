@@ -36,7 +36,9 @@ class FormatSuite extends AnyFunSuite {
   test("delta round trip keeps header, lineage, puts, deletes and empty values") {
     val (h, records) = readAll(delta(sample))
     assert(h == DeltaHeader(store, id, lineage))
-    assert(records == Seq((Seq[Byte](1, 2), Some(Seq[Byte](9))), (Seq[Byte](3), None), (Seq[Byte](4), Some(Nil))))
+    assert(
+      records == Seq((Seq[Byte](1, 2), Some(Seq[Byte](9))), (Seq[Byte](3), None), (Seq[Byte](4), Some(Nil)))
+    )
     val header = DeltaFile.readHeader(new ByteArrayInputStream(delta(sample)), "f.delta", store, id)
     assert(header.ancestors == lineage)
   }
@@ -56,7 +58,9 @@ class FormatSuite extends AnyFunSuite {
 
   test("a delta of another store or another checkpoint is rejected by name") {
     val e1 = intercept[CorruptCheckpointFileException] {
-      DeltaFile.read(new ByteArrayInputStream(delta(sample)), "f.delta", store.copy(partitionId = 8), id)((_, _) => ())
+      DeltaFile.read(new ByteArrayInputStream(delta(sample)), "f.delta", store.copy(partitionId = 8), id)(
+        (_, _) => ()
+      )
     }
     assert(e1.getMessage.contains("partition 7"))
     val e2 = intercept[CorruptCheckpointFileException](readAll(delta(sample), CheckpointId(12, "other")))
@@ -89,7 +93,8 @@ class FormatSuite extends AnyFunSuite {
   test("an index entry naming a path outside its store is refused") {
     intercept[IllegalArgumentException](SnapshotFile("../../etc/passwd", 1, "a" * 64, None))
     intercept[IllegalArgumentException](SnapshotFile("x.sst", 1, "a" * 64, Some("../other/1.sst")))
-    val text = "lineagestore-snapshot-index 1\nstore 3 7 s\ncheckpoint 12 abc\nfile ../x 1 " + "a" * 64 + " -\n"
+    val text =
+      "lineagestore-snapshot-index 1\nstore 3 7 s\ncheckpoint 12 abc\nfile ../x 1 " + "a" * 64 + " -\n"
     val c = new java.util.zip.CRC32C
     c.update(text.getBytes)
     val withCrc = (text + f"end ${c.getValue}%08x\n").getBytes
@@ -98,7 +103,11 @@ class FormatSuite extends AnyFunSuite {
   }
 
   test("checkpoint file names parse back and reject foreign names") {
-    assert(CheckpointId.parseFileName("23_689aa6bd.delta") == Some((CheckpointId(23, "689aa6bd"), CheckpointId.Delta)))
+    assert(
+      CheckpointId.parseFileName("23_689aa6bd.delta") == Some(
+        (CheckpointId(23, "689aa6bd"), CheckpointId.Delta)
+      )
+    )
     assert(CheckpointId.parseFileName("23_689aa6bd.zip").map(_._2) == Some(CheckpointId.Snapshot))
     assert(CheckpointId.parseFileName("23.delta").isEmpty)
     assert(CheckpointId.parseFileName("23_a_b.delta").isEmpty)

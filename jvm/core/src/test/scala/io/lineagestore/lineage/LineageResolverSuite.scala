@@ -8,10 +8,13 @@ class LineageResolverSuite extends AnyFunSuite {
   private def c(v: Long, id: String) = CheckpointId(v, id)
 
   /** An in-memory checkpoint directory: delta lineages and which snapshots exist; counts lookups. */
-  private class Dir(deltas: Map[CheckpointId, Seq[CheckpointId]], snapshots: Set[CheckpointId]) extends LineageSource {
+  private class Dir(deltas: Map[CheckpointId, Seq[CheckpointId]], snapshots: Set[CheckpointId])
+      extends LineageSource {
     var deltaReads = 0
     override def hasSnapshot(id: CheckpointId): Boolean = snapshots(id)
-    override def ancestorsOf(id: CheckpointId): Option[Seq[CheckpointId]] = { deltaReads += 1; deltas.get(id) }
+    override def ancestorsOf(id: CheckpointId): Option[Seq[CheckpointId]] = {
+      deltaReads += 1; deltas.get(id)
+    }
   }
 
   // 20_d8e2ca47 .. 23_689aa6bd from the design document (IDs shortened to their letters)
@@ -90,7 +93,9 @@ class LineageResolverSuite extends AnyFunSuite {
   }
 
   test("version 0 is the empty state") {
-    assert(LineageResolver.plan(CheckpointId.Empty, None, new Dir(Map.empty, Set.empty)).base == LoadBase.Empty)
+    assert(
+      LineageResolver.plan(CheckpointId.Empty, None, new Dir(Map.empty, Set.empty)).base == LoadBase.Empty
+    )
   }
 
   test("a missing delta in the middle of the lineage names the file") {

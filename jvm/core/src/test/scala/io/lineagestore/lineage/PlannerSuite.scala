@@ -71,22 +71,30 @@ class PlannerSuite extends AnyFunSuite {
       store,
       c(5),
       Nil,
-      Seq(SnapshotFile("000007.sst", 10, sha('a'), Some("b1.sst")), SnapshotFile("CURRENT", 16, sha('c'), None))
+      Seq(
+        SnapshotFile("000007.sst", 10, sha('a'), Some("b1.sst")),
+        SnapshotFile("CURRENT", 16, sha('c'), None)
+      )
     )
     val decisions = SnapshotPlanner.planUpload(
       Seq(
         LocalFile("000007.sst", 10, Some(sha('a'))), // same content: reuse
         LocalFile("000009.sst", 10, Some(sha('a'))), // renamed but same content: reuse too
         LocalFile("000008.sst", 10, Some(sha('e'))), // other content with a matching size: upload
-        LocalFile("000007.sst", 10, None).copy(name = "000007.sst"), // unknown hash, same name+size: hash first
+        LocalFile("000007.sst", 10, None).copy(name =
+          "000007.sst"
+        ), // unknown hash, same name+size: hash first
         LocalFile("000011.sst", 99, None), // new: upload
         LocalFile("CURRENT", 16, None) // small file: inline
       ),
       Some(base)
     )
-    assert(decisions.map(_.getClass.getSimpleName) ==
-      Seq("Reuse", "Reuse", "Upload", "HashFirst", "Upload", "Inline"))
-    val sameNameOtherContent = SnapshotPlanner.planUpload(Seq(LocalFile("000007.sst", 10, Some(sha('f')))), Some(base))
+    assert(
+      decisions.map(_.getClass.getSimpleName) ==
+        Seq("Reuse", "Reuse", "Upload", "HashFirst", "Upload", "Inline")
+    )
+    val sameNameOtherContent =
+      SnapshotPlanner.planUpload(Seq(LocalFile("000007.sst", 10, Some(sha('f')))), Some(base))
     assert(sameNameOtherContent.head.isInstanceOf[UploadDecision.Upload])
   }
 

@@ -27,8 +27,14 @@ class LineageStoreSuite extends AnyFunSuite with BeforeAndAfterEach {
 
   private def remote = new File(tmp, "remote")
   private def files =
-    new CheckpointFiles(new HadoopBlobStore(new Path(remote.toURI), new Configuration()), StoreIdentity(0, 0, "default"), pool)
-  private def newStore(settings: StoreSettings = StoreSettings(minDeltasForSnapshot = 1000, minVersionsToRetain = 5)) = {
+    new CheckpointFiles(
+      new HadoopBlobStore(new Path(remote.toURI), new Configuration()),
+      StoreIdentity(0, 0, "default"),
+      pool
+    )
+  private def newStore(
+      settings: StoreSettings = StoreSettings(minDeltasForSnapshot = 1000, minVersionsToRetain = 5)
+  ) = {
     val s = new LineageStore(files, Files.createTempDirectory(tmp.toPath, "local").toFile, settings)
     open += s
     s
@@ -39,12 +45,17 @@ class LineageStoreSuite extends AnyFunSuite with BeforeAndAfterEach {
     try it.map { case (k, v) => new String(k, UTF_8) -> new String(v, UTF_8) }.toMap
     finally it.close()
   }
-  private def commitBatch(s: LineageStore, puts: Map[String, String], deletes: Seq[String] = Nil): CheckpointId = {
+  private def commitBatch(
+      s: LineageStore,
+      puts: Map[String, String],
+      deletes: Seq[String] = Nil
+  ): CheckpointId = {
     puts.foreach { case (k, v) => s.put(D, b(k), b(v)) }
     deletes.foreach(k => s.delete(D, b(k)))
     s.commit(CheckpointId.newUniqueId())
   }
-  private def remoteNames: Set[String] = Option(remote.list()).map(_.toSet).getOrElse(Set.empty).filterNot(_.endsWith(".crc"))
+  private def remoteNames: Set[String] =
+    Option(remote.list()).map(_.toSet).getOrElse(Set.empty).filterNot(_.endsWith(".crc"))
 
   test("commits survive a restart on a fresh local directory") {
     val s = newStore()
@@ -163,7 +174,8 @@ class LineageStoreSuite extends AnyFunSuite with BeforeAndAfterEach {
   }
 
   test("clean-up keeps every retained version loadable and deletes the rest, with losers after the window") {
-    val s = newStore(StoreSettings(minDeltasForSnapshot = 4, minVersionsToRetain = 3, orphanGracePeriodMs = 0))
+    val s =
+      newStore(StoreSettings(minDeltasForSnapshot = 4, minVersionsToRetain = 3, orphanGracePeriodMs = 0))
     s.load(CheckpointId.Empty)
     var ids = Vector.empty[CheckpointId]
     for (i <- 1 to 14) {
@@ -186,7 +198,8 @@ class LineageStoreSuite extends AnyFunSuite with BeforeAndAfterEach {
       assert(contents(fresh).size == id.version)
     }
     // blobs of deleted snapshots are gone, those of retained ones stay
-    val shared = Option(new File(remote, "shared").list()).getOrElse(Array.empty[String]).filterNot(_.endsWith(".crc"))
+    val shared =
+      Option(new File(remote, "shared").list()).getOrElse(Array.empty[String]).filterNot(_.endsWith(".crc"))
     assert(shared.nonEmpty)
   }
 
@@ -195,7 +208,11 @@ class LineageStoreSuite extends AnyFunSuite with BeforeAndAfterEach {
     s.load(CheckpointId.Empty)
     val v1 = commitBatch(s, Map("a" -> "1"))
     val foreign =
-      new CheckpointFiles(new HadoopBlobStore(new Path(remote.toURI), new Configuration()), StoreIdentity(0, 1, "default"), pool)
+      new CheckpointFiles(
+        new HadoopBlobStore(new Path(remote.toURI), new Configuration()),
+        StoreIdentity(0, 1, "default"),
+        pool
+      )
     val other = new LineageStore(foreign, Files.createTempDirectory(tmp.toPath, "x").toFile, StoreSettings())
     open += other
     val e = intercept[CorruptCheckpointFileException](other.load(v1))

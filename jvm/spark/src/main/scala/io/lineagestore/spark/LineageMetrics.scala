@@ -25,8 +25,20 @@ private[spark] object LineageMetrics {
   val SnapshotUploadMs = timing("lineagestoreSnapshotUploadMs", "time of the last snapshot upload")
 
   val all: Seq[StateStoreCustomMetric] = Seq(
-    BytesUploaded, FilesUploaded, BytesReused, FilesReused, BytesDownloaded, FilesDownloaded, DeltasReplayed,
-    SnapshotsUploaded, FilesDeleted, PendingSnapshots, DeltaBytes, LoadMs, CommitMs, SnapshotUploadMs
+    BytesUploaded,
+    FilesUploaded,
+    BytesReused,
+    FilesReused,
+    BytesDownloaded,
+    FilesDownloaded,
+    DeltasReplayed,
+    SnapshotsUploaded,
+    FilesDeleted,
+    PendingSnapshots,
+    DeltaBytes,
+    LoadMs,
+    CommitMs,
+    SnapshotUploadMs
   )
 
   def of(store: LineageStore): StateStoreMetrics = {

@@ -9,10 +9,9 @@ import org.apache.spark.sql.types.StructType
 
 import io.lineagestore.lineage.CheckpointId
 
-/**
- * Spark's view of one loaded version of a [[io.lineagestore.store.LineageStore]]: read-only or writable.
- * Translates rows to bytes with Spark's own encoders and column-family names to ids.
- */
+/** Spark's view of one loaded version of a [[io.lineagestore.store.LineageStore]]: read-only or writable.
+  * Translates rows to bytes with Spark's own encoders and column-family names to ids.
+  */
 private[spark] class LineageStateStore(
     provider: LineageStateStoreProvider,
     val version: Long,
@@ -27,12 +26,14 @@ private[spark] class LineageStateStore(
   override def id: StateStoreId = provider.stateStoreId
 
   private def family(name: String): (Int, StateEncoders) = {
-    val cfId = store.columnFamilies.idOf(name).getOrElse(
-      throw new IllegalArgumentException(
-        s"column family '$name' does not exist in ${provider.stateStoreId}; known: " +
-          store.columnFamilies.names.toSeq.sorted.mkString(", ")
+    val cfId = store.columnFamilies
+      .idOf(name)
+      .getOrElse(
+        throw new IllegalArgumentException(
+          s"column family '$name' does not exist in ${provider.stateStoreId}; known: " +
+            store.columnFamilies.names.toSeq.sorted.mkString(", ")
+        )
       )
-    )
     (cfId, provider.encodersFor(name))
   }
 
@@ -85,7 +86,9 @@ private[spark] class LineageStateStore(
     require(key != null && values != null && !values.contains(null), "key and values cannot be null")
     val (cf, enc) = family(colFamilyName)
     if (!enc.supportsMultipleValues) {
-      throw new UnsupportedOperationException(s"merge on column family '$colFamilyName' without multiple values")
+      throw new UnsupportedOperationException(
+        s"merge on column family '$colFamilyName' without multiple values"
+      )
     }
     val k = enc.encodeKey(key)
     val existing = store.get(cf, k)
@@ -173,7 +176,12 @@ private[spark] class LineageStateStore(
       colFamilyName: String
   ): StateStoreIterator[UnsafeRowPair] = {
     val (cf, enc) = family(colFamilyName)
-    rows(cf, enc, startKey.map(enc.encodeKey).getOrElse(Array.emptyByteArray), endKey.map(enc.encodeKey).orNull)
+    rows(
+      cf,
+      enc,
+      startKey.map(enc.encodeKey).getOrElse(Array.emptyByteArray),
+      endKey.map(enc.encodeKey).orNull
+    )
   }
 
   override def rangeScanWithMultiValues(
@@ -208,7 +216,8 @@ private[spark] class LineageStateStore(
       keyStateEncoderSpec: KeyStateEncoderSpec,
       useMultipleValuesPerKey: Boolean,
       isInternal: Boolean
-  ): Unit = provider.registerColumnFamily(colFamilyName, keyStateEncoderSpec, valueSchema, useMultipleValuesPerKey)
+  ): Unit =
+    provider.registerColumnFamily(colFamilyName, keyStateEncoderSpec, valueSchema, useMultipleValuesPerKey)
 
   override def removeColFamilyIfExists(colFamilyName: String): Boolean = {
     checkWritable("removeColFamilyIfExists")

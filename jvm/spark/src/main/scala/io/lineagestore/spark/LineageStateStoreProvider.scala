@@ -20,13 +20,13 @@ import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.storage.HadoopBlobStore
 import io.lineagestore.store.{CheckpointFiles, LineageStore, StoreSettings}
 
-/**
- * Spark's entry point: `spark.sql.streaming.stateStore.providerClass=io.lineagestore.spark.LineageStateStoreProvider`
- * with `spark.sql.streaming.stateStore.checkpointFormatVersion=2`.
- *
- * One provider per (query run, operator, partition, store name) on an executor. It owns one
- * [[LineageStore]]; Spark's tasks and its maintenance thread call in here.
- */
+/** Spark's entry point:
+  * `spark.sql.streaming.stateStore.providerClass=io.lineagestore.spark.LineageStateStoreProvider` with
+  * `spark.sql.streaming.stateStore.checkpointFormatVersion=2`.
+  *
+  * One provider per (query run, operator, partition, store name) on an executor. It owns one
+  * [[LineageStore]]; Spark's tasks and its maintenance thread call in here.
+  */
 class LineageStateStoreProvider extends StateStoreProvider with Logging {
   @volatile private var storeId: StateStoreId = _
   @volatile private var store: LineageStore = _
@@ -59,19 +59,32 @@ class LineageStateStoreProvider extends StateStoreProvider with Logging {
     this.storeId = stateStoreId
     this.storeConf = storeConfs
     this.hadoopConf = hadoopConf
-    registerColumnFamily(StateStore.DEFAULT_COL_FAMILY_NAME, keyStateEncoderSpec, valueSchema, useMultipleValuesPerKey)
+    registerColumnFamily(
+      StateStore.DEFAULT_COL_FAMILY_NAME,
+      keyStateEncoderSpec,
+      valueSchema,
+      useMultipleValuesPerKey
+    )
 
-    val localBase = Option(LineageConf.LocalDir.from(confs)).filter(_.nonEmpty).getOrElse(System.getProperty("java.io.tmpdir"))
+    val localBase = Option(LineageConf.LocalDir.from(confs))
+      .filter(_.nonEmpty)
+      .getOrElse(System.getProperty("java.io.tmpdir"))
     localRoot = new File(localBase, s"lineagestore/${UUID.randomUUID()}")
     val threads = LineageConf.TransferThreads.from(confs)
     val counter = new AtomicInteger
-    transferPool = Executors.newFixedThreadPool(threads, new ThreadFactory {
-      override def newThread(r: Runnable): Thread = {
-        val t = new Thread(r, s"lineagestore-transfer-${stateStoreId.operatorId}-${stateStoreId.partitionId}-${counter.incrementAndGet()}")
-        t.setDaemon(true)
-        t
+    transferPool = Executors.newFixedThreadPool(
+      threads,
+      new ThreadFactory {
+        override def newThread(r: Runnable): Thread = {
+          val t = new Thread(
+            r,
+            s"lineagestore-transfer-${stateStoreId.operatorId}-${stateStoreId.partitionId}-${counter.incrementAndGet()}"
+          )
+          t.setDaemon(true)
+          t
+        }
       }
-    })
+    )
     val blobs = new HadoopBlobStore(stateStoreId.storeCheckpointLocation(), hadoopConf)
     val identity = StoreIdentity(stateStoreId.operatorId, stateStoreId.partitionId, stateStoreId.storeName)
     val settings = StoreSettings(
@@ -81,7 +94,8 @@ class LineageStateStoreProvider extends StateStoreProvider with Logging {
       maxPendingBytesKey = LineageConf.MaxPendingBytes.key,
       orphanGracePeriodMs = LineageConf.OrphanGracePeriodMs.from(confs),
       orphanSweepEveryCleanups = LineageConf.OrphanSweepEveryCleanups.from(confs),
-      tuning = RocksDbTuning(LineageConf.BlockCacheBytes.from(confs), LineageConf.WriteBufferBytes.from(confs))
+      tuning =
+        RocksDbTuning(LineageConf.BlockCacheBytes.from(confs), LineageConf.WriteBufferBytes.from(confs))
     )
     store = new LineageStore(new CheckpointFiles(blobs, identity, transferPool), localRoot, settings)
   }
@@ -133,7 +147,10 @@ class LineageStateStoreProvider extends StateStoreProvider with Logging {
       forceSnapshotOnCommit: Boolean
   ): StateStore = synchronized {
     require(readStore.version == version, s"read store is at version ${readStore.version}, not $version")
-    require(store.loadedCheckpoint.exists(_.version == version), "the read store's version is no longer loaded")
+    require(
+      store.loadedCheckpoint.exists(_.version == version),
+      "the read store's version is no longer loaded"
+    )
     new LineageStateStore(this, version, readOnly = false, forceSnapshotOnCommit)
   }
 
@@ -151,10 +168,11 @@ class LineageStateStoreProvider extends StateStoreProvider with Logging {
   /** Without a unique ID (a reader that does not pass one), the version must have exactly one attempt. */
   private def resolveWithoutId(version: Long): CheckpointId = {
     if (store.loadedCheckpoint.exists(_.version == version)) return store.loadedCheckpoint.get
-    val candidates = store.checkpointFiles.listCheckpointFiles().map(_.id).filter(_.version == version).distinct
+    val candidates =
+      store.checkpointFiles.listCheckpointFiles().map(_.id).filter(_.version == version).distinct
     candidates match {
       case Seq(one) => one
-      case Seq() =>
+      case Seq()    =>
         throw new IllegalStateException(s"no checkpoint of version $version exists for $storeId")
       case many =>
         throw new IllegalStateException(

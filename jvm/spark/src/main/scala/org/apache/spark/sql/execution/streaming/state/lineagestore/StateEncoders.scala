@@ -4,15 +4,15 @@ import org.apache.spark.sql.catalyst.expressions.UnsafeRow
 import org.apache.spark.sql.execution.streaming.state._
 import org.apache.spark.sql.types.StructType
 
-/**
- * Thin shim to Spark's own state key/value encoders (package-private to Spark SQL). Using them keeps the byte
- * order of prefix and range scans exactly what Spark's operators expect. Nothing else lives here.
- */
+/** Thin shim to Spark's own state key/value encoders (package-private to Spark SQL). Using them keeps the
+  * byte order of prefix and range scans exactly what Spark's operators expect. Nothing else lives here.
+  */
 final class StateEncoders(spec: KeyStateEncoderSpec, valueSchema: StructType, multipleValues: Boolean)
     extends Serializable {
   @transient private lazy val data = new UnsafeRowDataEncoder(spec, valueSchema)
   @transient private lazy val keys = spec.toEncoder(data, false)
-  @transient private lazy val values = RocksDBStateEncoder.getValueEncoder(data, valueSchema, multipleValues, 1)
+  @transient private lazy val values =
+    RocksDBStateEncoder.getValueEncoder(data, valueSchema, multipleValues, 1)
 
   def supportsPrefixScan: Boolean = keys.supportPrefixKeyScan
   def supportsRangeScan: Boolean = keys.supportsRangeScan
