@@ -46,9 +46,7 @@ final class LineageStore(
     clock: () => Long = () => System.currentTimeMillis()
 ) extends AutoCloseable {
 
-  /** Hashes of files in the local DB directory, valid until the directory is replaced by a restore. */
-  private final class Generation(val hashes: mutable.Map[String, (Long, String)])
-  private final case class Frozen(id: CheckpointId, ancestors: Seq[CheckpointId], dir: File, gen: Generation)
+  import LineageStore._
 
   private val dbDir = new File(localRoot, "db")
   private val frozenRoot = new File(localRoot, "frozen")
@@ -363,4 +361,16 @@ final class LineageStore(
   }
 
   private[store] def frozenIds: Seq[CheckpointId] = frozen.asScala.map(_.id).toSeq
+}
+
+private[store] object LineageStore {
+
+  /** Hashes of files in the local DB directory, valid until the directory is replaced by a restore. */
+  private[store] final class Generation(val hashes: mutable.Map[String, (Long, String)])
+  private[store] final case class Frozen(
+      id: CheckpointId,
+      ancestors: Seq[CheckpointId],
+      dir: File,
+      gen: Generation
+  )
 }
