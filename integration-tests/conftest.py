@@ -34,6 +34,10 @@ def pytest_report_header(config):
 def spark():
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    # Python workers unpickle the tests' UDFs / StatefulProcessors by module name (test_operators, ...):
+    # they must be able to import this directory whatever the current directory of pytest is.
+    paths = [str(HERE), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     from pyspark.sql import SparkSession
 
     builder = (

@@ -59,11 +59,29 @@ class StreamFailed(AssertionError):
     """A streaming run failed; the message carries Spark's error and the head of the JVM stack trace."""
 
 
+def _stack_head(stack: str, frames_per_exception: int = 8, max_lines: int = 60) -> str:
+    """The exception lines of a JVM stack trace (first line + every "Caused by:") with a few frames each."""
+    out: list[str] = []
+    frames = 0
+    for line in stack.splitlines():
+        text = line.strip()
+        if text.startswith("at "):
+            if frames < frames_per_exception:
+                out.append(line)
+            frames += 1
+        elif text.startswith("Caused by:") or text.startswith("Suppressed:"):
+            out.append(line)
+            frames = 0
+        elif not out:
+            out.append(line)
+    return "\n".join(out[:max_lines])
+
+
 def _describe_failure(exc: BaseException) -> str:
     desc = getattr(exc, "_desc", None) or str(exc).split("\n\nJVM stacktrace:")[0]
+    desc = desc.split("=== Streaming Query ===")[0].strip()
     stack = getattr(exc, "_stackTrace", None) or ""
-    head = "\n".join(stack.splitlines()[:30])
-    return f"{type(exc).__name__}: {desc}\n--- JVM stack trace (head) ---\n{head}"
+    return f"{type(exc).__name__}: {desc}\n--- JVM stack trace (exceptions and top frames) ---\n{_stack_head(stack)}"
 
 
 class StreamHarness:
