@@ -31,6 +31,13 @@ from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 import oracle
 
+try:  # transformWithStateInPandas' Python side talks to the JVM in protobuf messages
+    import google.protobuf  # noqa: F401
+except ImportError as exc:
+    raise ImportError(
+        "transformWithStateInPandas needs the 'protobuf' package in the test environment (pip install protobuf)"
+    ) from exc
+
 GAP_S = 20
 TWS_OUTPUT = "k string, kind string, count long, n_values long, sum_values long, parity string"
 
