@@ -82,3 +82,23 @@ def make_harness(spark, provider, tmp_path):
         return StreamHarness(spark, tmp_path / name, provider)
 
     return factory
+
+
+# Known gaps of lineagestore that Spark itself imposes or that are not built yet. Each is a strict xfail: the
+# test still runs, must fail, and turns red the day the gap closes so the mark gets removed.
+KNOWN_GAPS = {
+    "tws": "Spark 4.3 runs transformWithState only when providerClass is exactly Spark's "
+    "RocksDBStateStoreProvider (TransformWithStateExecBase.validateStateStoreProvider)",
+    "change_feed": "lineagestore does not implement SupportsFineGrainedReplay yet (readChangeFeed)",
+}
+
+
+@pytest.fixture
+def known_gap(request, provider):
+    """``known_gap("tws")`` marks the running test as an expected failure on lineagestore only."""
+
+    def mark(name: str) -> None:
+        if provider == "lineagestore":
+            request.applymarker(pytest.mark.xfail(strict=True, reason=KNOWN_GAPS[name]))
+
+    return mark

@@ -98,7 +98,8 @@ class CountListMapTimerProcessor(StatefulProcessor):
         pass
 
 
-def test_tws_event_time_value_list_map_timers(make_harness):
+def test_tws_event_time_value_list_map_timers(make_harness, known_gap):
+    known_gap("tws")
     runs = [
         [{"k": "a", "t": 1000, "v": 1}, {"k": "b", "t": 1002, "v": 2}, {"k": "a", "t": 1005, "v": 4}],
         [{"k": "c", "t": 1010, "v": 3}, {"k": "a", "t": 1012, "v": 7}],
@@ -196,9 +197,10 @@ class TtlProcessor(StatefulProcessor):
         pass
 
 
-def test_tws_processing_time_ttl_and_timer(make_harness):
+def test_tws_processing_time_ttl_and_timer(make_harness, known_gap):
     """TTL expiry is checked only across a sleep longer than the short TTL, so the test is deterministic:
     the 1 h TTL never expires during the test, the 2 s TTL always has after the sleep."""
+    known_gap("tws")
     h = make_harness()
 
     def build(h):
