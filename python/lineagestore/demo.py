@@ -96,14 +96,24 @@ def main(argv: list[str] | None = None) -> int:
         for partition in range(2):
             info = _describe_partition(spark, checkpoint, partition)
             files = [
-                f"{c['version']}_{c['uniqueId'][:8]}" + (".delta" if c["delta"] else "") + (" +zip" if c["snapshot"] else "")
+                f"{c['version']}_{c['uniqueId'][:8]}"
+                + (".delta" if c["delta"] else "")
+                + (" +zip" if c["snapshot"] else "")
                 for c in info["checkpoints"]
             ]
             newest = info["checkpoints"][-1] if info["checkpoints"] else None
-            lineage = " <- ".join(a.split("_")[0] + "_" + a.split("_")[1][:8] for a in newest["ancestors"]) if newest else ""
-            print(f"  partition {partition}: files {', '.join(files)}; shared SST blobs {info['sharedBlobs']}")
+            lineage = (
+                " <- ".join(a.split("_")[0] + "_" + a.split("_")[1][:8] for a in newest["ancestors"])
+                if newest
+                else ""
+            )
+            print(
+                f"  partition {partition}: files {', '.join(files)}; shared SST blobs {info['sharedBlobs']}"
+            )
             if newest:
-                origin = "(parent: the empty state)" if newest["version"] == 1 else "(starts at its own snapshot)"
+                origin = (
+                    "(parent: the empty state)" if newest["version"] == 1 else "(starts at its own snapshot)"
+                )
                 print(f"    lineage of {newest['version']}_{newest['uniqueId'][:8]}: {lineage or origin}")
 
     ok = totals == expected
