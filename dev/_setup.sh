@@ -34,6 +34,7 @@ ls_setup() {
   want="$(cat pyproject.toml VERSION dev/jar_backend.py dev/jarbuild.py | sha256sum | cut -d' ' -f1)"
   if [[ ! -f "${LS_STAMP}" || "$(cat "${LS_STAMP}")" != "${want}" ]]; then
     ls_log "installing lineagestore (editable, with test extra) into ${LS_VENV}"
+    ls_log "(the first time this fetches sbt, the Spark 4.3.0 jars and the Python dependencies: a few minutes)"
     rm -f "${LS_STAMP}"
     "${LS_VENV}/bin/python" -m pip install -q --upgrade pip || return 1
     "${LS_VENV}/bin/python" -m pip install -q -e ".[test]" || return 1
