@@ -89,7 +89,6 @@ def make_harness(spark, provider, tmp_path):
 KNOWN_GAPS = {
     "tws": "Spark 4.3 runs transformWithState only when providerClass is exactly Spark's "
     "RocksDBStateStoreProvider (TransformWithStateExecBase.validateStateStoreProvider)",
-    "change_feed": "lineagestore does not implement SupportsFineGrainedReplay yet (readChangeFeed)",
 }
 
 

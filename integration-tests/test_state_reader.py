@@ -70,12 +70,8 @@ def test_statestore_reader_every_batch(spark, agg_checkpoint):
         assert _state(df) == totals, f"state at batchId={batch_id}"
 
 
-def test_statestore_change_feed(spark, agg_checkpoint, request):
+def test_statestore_change_feed(spark, agg_checkpoint):
     h, runs = agg_checkpoint
-    if h.provider == "lineagestore":
-        from conftest import KNOWN_GAPS
-
-        request.applymarker(pytest.mark.xfail(strict=True, reason=KNOWN_GAPS["change_feed"]))
     per_batch, _ = running_aggregate(runs)
     expected = sorted((bid, "update", k, c, s) for bid, rows in per_batch.items() for k, c, s in rows)
     df = (

@@ -100,6 +100,28 @@ object LineageResolver {
     walk(target)
   }
 
+  /** The committed checkpoints of versions `downTo` .. target.version (ascending), following delta lineage
+    * records only: the changes a change feed from `downTo` to target reads.
+    */
+  def chain(target: CheckpointId, downTo: Long, source: LineageSource): Seq[CheckpointId] = {
+    require(downTo >= 1 && downTo <= target.version, s"version range $downTo..${target.version} is empty")
+    val out = ArrayBuffer[CheckpointId](target)
+    while (out.last.version > downTo) {
+      val cursor = out.last
+      val ancestors = source
+        .ancestorsOf(cursor)
+        .getOrElse(
+          throw new LineageException(
+            s"cannot read changes down to version $downTo from $target: ${cursor.deltaFileName} is missing " +
+              "(deltas older than the retention window are cleaned; ask for a newer start version)"
+          )
+        )
+      checkContiguous(cursor, ancestors)
+      out ++= ancestors.takeWhile(_.version >= downTo)
+    }
+    out.reverse.toSeq
+  }
+
   /** The lineage of `child` must list versions child-1, child-2, ... with no gap. */
   private def checkContiguous(child: CheckpointId, ancestors: Seq[CheckpointId]): Unit = {
     ancestors.zipWithIndex.foreach { case (a, i) =>

@@ -144,6 +144,16 @@ final class LineageStore(
     counters.deltasReplayed.incrementAndGet()
   }
 
+  /** The committed changes of versions `fromVersion` .. target.version, oldest first, each delta verified
+    * before any of its records is returned. Family ids are in the keys (see [[ColumnFamilies]]).
+    */
+  def changes(target: CheckpointId, fromVersion: Long): Iterator[(CheckpointId, Array[Byte], Array[Byte])] =
+    LineageResolver.chain(target, fromVersion, files).iterator.flatMap { id =>
+      val records = mutable.ArrayBuffer.empty[(CheckpointId, Array[Byte], Array[Byte])]
+      files.readDelta(id)((k, v) => records += ((id, k, v)))
+      records
+    }
+
   // ---- reads and writes of the batch in progress ----------------------------------------------------------
 
   def get(cf: Int, key: Array[Byte]): Array[Byte] = db.get(ColumnFamilies.fullKey(cf, key))

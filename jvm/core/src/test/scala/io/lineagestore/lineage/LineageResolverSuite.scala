@@ -114,4 +114,12 @@ class LineageResolverSuite extends AnyFunSuite {
     val dir = new Dir(Map.empty, Set(v23))
     assert(LineageResolver.plan(v23, None, dir).base == LoadBase.Snapshot(v23))
   }
+
+  test("the change-feed chain follows lineage records only, across presumed snapshots") {
+    val dir = new Dir(baseDeltas, Set(v20))
+    assert(LineageResolver.chain(v24, 21, dir) == Seq(v21, v22, v23, v24))
+    assert(LineageResolver.chain(v23, 23, dir) == Seq(v23))
+    val e = intercept[LineageException](LineageResolver.chain(v24, 19, new Dir(baseDeltas - v20, Set.empty)))
+    assert(e.getMessage.contains("20_d8e2ca47.delta"))
+  }
 }

@@ -10,7 +10,12 @@ import scala.collection.concurrent.TrieMap
 import org.apache.hadoop.conf.Configuration
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.execution.streaming.state._
-import org.apache.spark.sql.execution.streaming.state.lineagestore.{SparkInternals, StateEncoders}
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow
+import org.apache.spark.sql.execution.streaming.state.lineagestore.{
+  ChangeFeedSupport,
+  SparkInternals,
+  StateEncoders
+}
 import org.apache.spark.sql.types.StructType
 
 import io.lineagestore.config.{InvalidConfigException, LineageConf}
@@ -27,7 +32,7 @@ import io.lineagestore.store.{CheckpointFiles, LineageStore, StoreSettings}
   * One provider per (query run, operator, partition, store name) on an executor. It owns one
   * [[LineageStore]]; Spark's tasks and its maintenance thread call in here.
   */
-class LineageStateStoreProvider extends StateStoreProvider with Logging {
+class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSupport with Logging {
   @volatile private var storeId: StateStoreId = _
   @volatile private var store: LineageStore = _
   private var storeConf: StateStoreConf = _
@@ -180,6 +185,44 @@ class LineageStateStoreProvider extends StateStoreProvider with Logging {
             "no unique ID was given; read it through the commit log (checkpoint format version 2)"
         )
     }
+  }
+
+  override def replayStateFromSnapshot(
+      snapshotVersion: Long,
+      endVersion: Long,
+      readOnly: Boolean,
+      snapshotVersionStateStoreCkptId: Option[String],
+      endVersionStateStoreCkptId: Option[String]
+  ): StateStore = synchronized {
+    // the lineage of the end version decides which snapshot and deltas rebuild it
+    load(endVersion, endVersionStateStoreCkptId)
+    new LineageStateStore(this, endVersion, readOnly, forceSnapshotOnCommit = false)
+  }
+
+  override protected def changeRecords(
+      startVersion: Long,
+      endVersion: Long,
+      colFamilyNameOpt: Option[String],
+      endVersionStateStoreCkptId: Option[String]
+  ): Iterator[(Boolean, UnsafeRow, UnsafeRow, Long)] = synchronized {
+    val cfName = colFamilyNameOpt.getOrElse(StateStore.DEFAULT_COL_FAMILY_NAME)
+    load(endVersion, endVersionStateStoreCkptId) // the family registry as of the end version
+    val cfId = store.columnFamilies
+      .idOf(cfName)
+      .getOrElse(
+        throw new IllegalArgumentException(
+          s"column family '$cfName' does not exist in $storeId at $endVersion"
+        )
+      )
+    val enc = encodersFor(cfName)
+    val prefix = io.lineagestore.store.ColumnFamilies.prefix(cfId)
+    val changes = store.changes(store.loadedCheckpoint.get, math.max(1L, startVersion)).collect {
+      case (id, k, v) if k.length >= 2 && k(0) == prefix(0) && k(1) == prefix(1) =>
+        val key = enc.decodeKey(io.lineagestore.store.ColumnFamilies.userKey(k)).copy()
+        val value = if (v == null) null else enc.decodeValue(v).copy()
+        (v == null, key, value, id.version - 1)
+    }
+    changes
   }
 
   private[spark] def onCommitted(id: CheckpointId): Unit =

@@ -40,3 +40,42 @@ object SparkInternals {
   def reportCommit(version: Long, id: StateStoreId, hadoopConf: org.apache.hadoop.conf.Configuration): Unit =
     StateStore.reportCommitToCoordinator(version, id, hadoopConf)
 }
+
+/** Thin shim: Spark's change-feed record shape (RecordType values inside Spark's NextIterator). */
+object ChangeFeed {
+  type Record = (RecordType.Value, UnsafeRow, UnsafeRow, Long)
+
+  /** `changes` yields (isDelete, key, value or null, batchId). */
+  def iterator(
+      changes: Iterator[(Boolean, UnsafeRow, UnsafeRow, Long)]
+  ): org.apache.spark.util.NextIterator[Record] =
+    new org.apache.spark.util.NextIterator[Record] {
+      override protected def getNext(): Record =
+        if (!changes.hasNext) { finished = true; null }
+        else {
+          val (isDelete, k, v, batch) = changes.next()
+          (if (isDelete) RecordType.DELETE_RECORD else RecordType.PUT_RECORD, k, v, batch)
+        }
+      override protected def close(): Unit = ()
+    }
+}
+
+/** Thin shim: Spark's change-feed interface names Spark-private types, so the provider implements it through
+  * this trait and supplies the records as a plain iterator of (isDelete, key, value or null, batchId).
+  */
+trait ChangeFeedSupport extends SupportsFineGrainedReplay {
+  protected def changeRecords(
+      startVersion: Long,
+      endVersion: Long,
+      colFamilyNameOpt: Option[String],
+      endVersionStateStoreCkptId: Option[String]
+  ): Iterator[(Boolean, UnsafeRow, UnsafeRow, Long)]
+
+  override def getStateStoreChangeDataReader(
+      startVersion: Long,
+      endVersion: Long,
+      colFamilyNameOpt: Option[String],
+      endVersionStateStoreCkptId: Option[String]
+  ): org.apache.spark.util.NextIterator[ChangeFeed.Record] =
+    ChangeFeed.iterator(changeRecords(startVersion, endVersion, colFamilyNameOpt, endVersionStateStoreCkptId))
+}
