@@ -113,7 +113,8 @@ final class CheckpointFiles(val blobs: BlobStore, val store: StoreIdentity, tran
       ancestors: Seq[CheckpointId],
       dir: File,
       base: Option[SnapshotIndex],
-      knownHashes: mutable.Map[String, (Long, String)]
+      knownHashes: mutable.Map[String, (Long, String)],
+      afterBlobs: () => Unit = () => ()
   ): (SnapshotIndex, TransferStats) = {
     val localFiles = Option(dir.listFiles()).getOrElse(Array.empty[File]).filter(_.isFile).sortBy(_.getName)
     def local(f: File): LocalFile = {
@@ -146,7 +147,7 @@ final class CheckpointFiles(val blobs: BlobStore, val store: StoreIdentity, tran
         }
       })
     }
-    val uploaded = uploads.map(await)
+    val uploaded = awaitAll(uploads)
     val inline = decisions.collect { case UploadDecision.Inline(f) =>
       SnapshotFile(f.name, f.size, sha256Of(byName(f.name)), None)
     }
@@ -154,6 +155,7 @@ final class CheckpointFiles(val blobs: BlobStore, val store: StoreIdentity, tran
       SnapshotFile(f.name, f.size, existing.sha256, existing.blob)
     }
     val index = SnapshotIndex(store, id, ancestors, (uploaded ++ inline ++ reused).sortBy(_.name))
+    afterBlobs()
     blobs.write(id.snapshotFileName) { out =>
       val zip = new ZipOutputStream(new BufferedOutputStream(out, 1 << 16))
       zip.putNextEntry(new ZipEntry(IndexEntry))
@@ -216,7 +218,7 @@ final class CheckpointFiles(val blobs: BlobStore, val store: StoreIdentity, tran
           override def call(): Unit = download(f, new File(target, f.name))
         })
       }
-      downloads.foreach(await)
+      awaitAll(downloads)
       val inlineByName = plan.inline.map(f => f.name -> f).toMap
       var e = zip.getNextEntry
       val extracted = mutable.Set.empty[String]
@@ -322,7 +324,16 @@ object CheckpointFiles {
 
   def hex(b: Array[Byte]): String = b.map(x => f"${x & 0xff}%02x").mkString
 
-  private def await[T](f: java.util.concurrent.Future[T]): T =
-    try f.get()
-    catch { case e: java.util.concurrent.ExecutionException => throw e.getCause }
+  /** Waits for every transfer, even after one failed, so none still writes when the caller moves on. */
+  private def awaitAll[T](fs: Seq[java.util.concurrent.Future[T]]): Seq[T] = {
+    val results = fs.map { f =>
+      try Right(f.get())
+      catch { case e: java.util.concurrent.ExecutionException => Left(e.getCause) }
+    }
+    results.collectFirst { case Left(t) => t }.foreach { first =>
+      results.collect { case Left(t) if t ne first => t }.foreach(first.addSuppressed)
+      throw first
+    }
+    results.collect { case Right(v) => v }
+  }
 }

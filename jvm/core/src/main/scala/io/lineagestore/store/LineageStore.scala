@@ -250,7 +250,14 @@ final class LineageStore(
       val start = clock()
       if (!files.hasSnapshot(next.id)) {
         val (index, stats) =
-          files.uploadSnapshot(next.id, next.ancestors, next.dir, lastUploaded, next.gen.hashes)
+          files.uploadSnapshot(
+            next.id,
+            next.ancestors,
+            next.dir,
+            lastUploaded,
+            next.gen.hashes,
+            () => crash.at(CrashPoints.SnapshotAfterBlobs)
+          )
         crash.at(CrashPoints.SnapshotAfterZip)
         lastUploaded = Some(index)
         indexCache.synchronized(indexCache(next.id) = index)
