@@ -236,17 +236,24 @@ private[spark] class LineageStateStore(
     committedId = Some(newId)
     state = LineageStateStore.Committed
     provider.onCommitted(newId)
+    provider.releaseOwnership()
     newId.version
   }
 
-  override def abort(): Unit = {
+  override def abort(): Unit = provider.synchronized {
     if (state == LineageStateStore.Open) {
       if (!readOnly) store.abort()
       state = LineageStateStore.Aborted
+      provider.releaseOwnership()
     }
   }
 
   override def release(): Unit = abort()
+
+  /** This read store became a write store: closing it must neither abort nor release ownership. */
+  private[spark] def markUpgraded(): Unit = provider.synchronized {
+    if (state == LineageStateStore.Open) state = LineageStateStore.Upgraded
+  }
 
   override def hasCommitted: Boolean = state == LineageStateStore.Committed
 
@@ -271,4 +278,5 @@ private[spark] object LineageStateStore {
   val Open = 0
   val Committed = 1
   val Aborted = 2
+  val Upgraded = 3
 }

@@ -32,6 +32,8 @@ import io.lineagestore.store.{CheckpointFiles, LineageStore, StoreSettings}
   * One provider per (query run, operator, partition, store name) on an executor. It owns one
   * [[LineageStore]]; Spark's tasks and its maintenance thread call in here.
   */
+import LineageStateStoreProvider.OwnershipTimeoutMs
+
 class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSupport with Logging {
   @volatile private var storeId: StateStoreId = _
   @volatile private var store: LineageStore = _
@@ -40,6 +42,7 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
   private var transferPool: ExecutorService = _
   private var hadoopConf: Configuration = _
   private val encoders = TrieMap.empty[String, StateEncoders]
+  private val ownership = new StoreOwnership(() => s"state store $storeId", OwnershipTimeoutMs)
 
   override def init(
       stateStoreId: StateStoreId,
@@ -129,21 +132,41 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
       uniqueId: Option[String],
       forceSnapshotOnCommit: Boolean,
       loadEmpty: Boolean
-  ): StateStore = synchronized {
+  ): StateStore = {
     if (loadEmpty) {
       throw new UnsupportedOperationException(
         s"lineagestore cannot start $storeId from an empty state at version $version (used by offline " +
           "repartitioning, which lineagestore does not support yet)"
       )
     }
-    load(version, uniqueId)
-    new LineageStateStore(this, version, readOnly = false, forceSnapshotOnCommit)
+    open(version, uniqueId, readOnly = false, forceSnapshotOnCommit)
   }
 
-  override def getReadStore(version: Long, uniqueId: Option[String]): ReadStateStore = synchronized {
-    load(version, uniqueId)
-    new LineageStateStore(this, version, readOnly = true, forceSnapshotOnCommit = false)
+  override def getReadStore(version: Long, uniqueId: Option[String]): ReadStateStore =
+    open(version, uniqueId, readOnly = true, forceSnapshotOnCommit = false)
+
+  /** Takes ownership for the calling task, then loads: a task never sees another task's batch in progress. */
+  private def open(
+      version: Long,
+      uniqueId: Option[String],
+      readOnly: Boolean,
+      forceSnapshotOnCommit: Boolean
+  ): LineageStateStore = {
+    var opened: LineageStateStore = null
+    ownership.acquire(() => synchronized(if (opened != null) opened.abort()))
+    try
+      synchronized {
+        load(version, uniqueId)
+        opened = new LineageStateStore(this, version, readOnly, forceSnapshotOnCommit)
+        opened
+      }
+    catch {
+      case t: Throwable => ownership.release(); throw t
+    }
   }
+
+  /** Called by a store when its task is done with it (commit or abort). */
+  private[spark] def releaseOwnership(): Unit = ownership.release()
 
   override def upgradeReadStoreToWriteStore(
       readStore: ReadStateStore,
@@ -156,6 +179,10 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
       store.loadedCheckpoint.exists(_.version == version),
       "the read store's version is no longer loaded"
     )
+    readStore match {
+      case r: LineageStateStore => r.markUpgraded() // its release no longer ends the task's ownership
+      case _                    =>
+    }
     new LineageStateStore(this, version, readOnly = false, forceSnapshotOnCommit)
   }
 
@@ -193,11 +220,8 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
       readOnly: Boolean,
       snapshotVersionStateStoreCkptId: Option[String],
       endVersionStateStoreCkptId: Option[String]
-  ): StateStore = synchronized {
-    // the lineage of the end version decides which snapshot and deltas rebuild it
-    load(endVersion, endVersionStateStoreCkptId)
-    new LineageStateStore(this, endVersion, readOnly, forceSnapshotOnCommit = false)
-  }
+  ): StateStore = // the lineage of the end version decides which snapshot and deltas rebuild it
+    open(endVersion, endVersionStateStoreCkptId, readOnly, forceSnapshotOnCommit = false)
 
   override protected def changeRecords(
       startVersion: Long,
@@ -252,4 +276,8 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
   private[spark] def metricsOf(s: LineageStateStore): StateStoreMetrics = LineageMetrics.of(store)
 
   override def toString: String = s"LineageStateStoreProvider[$storeId]"
+}
+
+private object LineageStateStoreProvider {
+  val OwnershipTimeoutMs: Long = 120000L
 }
