@@ -105,11 +105,12 @@ object LineageConf {
     min = 1,
     max = Int.MaxValue
   )
-  val BlockCacheBytes: ConfEntry[Long] = long(
-    "blockCacheBytes",
-    64L << 20,
-    "RocksDB block cache per store. Accepts k/m/g suffixes.",
-    min = 0
+  val MemoryBytes: ConfEntry[Long] = long(
+    "memoryBytes",
+    512L << 20,
+    "RocksDB memory of all stores of one executor together: one shared block cache, with memtables charged " +
+      "to it (at most half). Read once per executor JVM. Accepts k/m/g suffixes.",
+    min = 8L << 20
   )
   val WriteBufferBytes: ConfEntry[Long] = long(
     "writeBufferBytes",
@@ -124,7 +125,7 @@ object LineageConf {
     TransferThreads,
     OrphanGracePeriodMs,
     OrphanSweepEveryCleanups,
-    BlockCacheBytes,
+    MemoryBytes,
     WriteBufferBytes
   )
 

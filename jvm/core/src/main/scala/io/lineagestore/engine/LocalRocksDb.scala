@@ -8,8 +8,28 @@ import scala.jdk.CollectionConverters._
 
 import org.rocksdb._
 
-/** Tuning for the local RocksDB instance. */
-final case class RocksDbTuning(blockCacheBytes: Long = 64L << 20, writeBufferBytes: Long = 32L << 20)
+/** Tuning for the local RocksDB instances. `memoryBytes` bounds the block cache AND the memtables of all
+  * stores of one executor together (one shared cache, memtables charged to it), so the memory RocksDB takes
+  * does not grow with the number of partitions an executor holds.
+  */
+final case class RocksDbTuning(memoryBytes: Long = 512L << 20, writeBufferBytes: Long = 16L << 20)
+
+/** The executor-wide RocksDB memory: one LRU cache and a write-buffer manager charging memtables to it. */
+object SharedRocksDbMemory {
+  private var current: Option[(Long, LRUCache, WriteBufferManager)] = None
+
+  /** The shared cache and manager for `bytes`; the first caller's size wins for the JVM's lifetime. */
+  def apply(bytes: Long): (LRUCache, WriteBufferManager) = synchronized {
+    val (_, cache, wbm) = current.getOrElse {
+      RocksDB.loadLibrary()
+      val cache = new LRUCache(bytes)
+      val created = (bytes, cache, new WriteBufferManager(bytes / 2, cache))
+      current = Some(created)
+      created
+    }
+    (cache, wbm)
+  }
+}
 
 /** The executor-local RocksDB instance of one store, plus the batch in progress.
   *
@@ -29,12 +49,14 @@ final class LocalRocksDb(
 ) extends AutoCloseable {
   RocksDB.loadLibrary()
 
-  private val cache = new LRUCache(tuning.blockCacheBytes)
+  private val (cache, writeBufferManager) = SharedRocksDbMemory(tuning.memoryBytes)
+  private val bloom = new BloomFilter(10)
   private val tableConfig =
-    new BlockBasedTableConfig().setBlockCache(cache).setFilterPolicy(new BloomFilter(10))
+    new BlockBasedTableConfig().setBlockCache(cache).setFilterPolicy(bloom)
   private val options = new Options()
     .setCreateIfMissing(true)
     .setWriteBufferSize(tuning.writeBufferBytes)
+    .setWriteBufferManager(writeBufferManager)
     .setTableFormatConfig(tableConfig)
     .setMaxOpenFiles(256)
   private val writeOptions = new WriteOptions().setDisableWAL(true)
@@ -135,7 +157,7 @@ final class LocalRocksDb(
 
   override def close(): Unit = {
     closeForReplace()
-    writeOptions.close(); readOptions.close(); options.close(); cache.close()
+    writeOptions.close(); readOptions.close(); options.close(); bloom.close()
   }
 }
 

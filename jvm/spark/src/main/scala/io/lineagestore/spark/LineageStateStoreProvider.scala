@@ -102,8 +102,7 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
       maxPendingBytesKey = LineageConf.MaxPendingBytes.key,
       orphanGracePeriodMs = LineageConf.OrphanGracePeriodMs.from(confs),
       orphanSweepEveryCleanups = LineageConf.OrphanSweepEveryCleanups.from(confs),
-      tuning =
-        RocksDbTuning(LineageConf.BlockCacheBytes.from(confs), LineageConf.WriteBufferBytes.from(confs))
+      tuning = RocksDbTuning(LineageConf.MemoryBytes.from(confs), LineageConf.WriteBufferBytes.from(confs))
     )
     store = new LineageStore(new CheckpointFiles(blobs, identity, transferPool), localRoot, settings)
   }
