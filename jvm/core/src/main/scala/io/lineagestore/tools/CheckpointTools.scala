@@ -1,0 +1,163 @@
+package io.lineagestore.tools
+
+import java.io.{File, FileNotFoundException}
+import java.nio.charset.StandardCharsets.UTF_8
+
+import org.apache.hadoop.fs.Path
+
+import io.lineagestore.tools.Json._
+
+/** Entry points of the `lineagestore` command line, called from Python through py4j. Plain types in (the
+  * commit log as text lines `<batchId> <version> <uniqueId>`), JSON text out. Spark's own files (commit log,
+  * offsets, metadata) are parsed in Python; everything of lineagestore's format is read here, through
+  * [[io.lineagestore.store.CheckpointFiles]] and the planners.
+  *
+  * Each store call opens the store directory, does its work and closes it; Python drives the loop over stores
+  * (and shows progress).
+  */
+object CheckpointTools {
+
+  // ---- configuration and Spark's files ---------------------------------------------------------------------
+
+  /** Adds a Hadoop setting (e.g. `fs.s3a.endpoint`) for every later call. */
+  def setHadoopConf(key: String, value: String): Unit = ToolEnv.set(key, value)
+
+  /** Entries directly under `uri`: JSON `[{"name", "dir", "bytes", "modifiedMs"}]`, or `null` when `uri` does
+    * not exist. Hadoop's `.crc` sidecars are not listed.
+    */
+  def list(uri: String): String = {
+    val p = new Path(uri)
+    val fs = p.getFileSystem(ToolEnv.hadoopConf)
+    val statuses =
+      try fs.listStatus(p).toSeq
+      catch { case _: FileNotFoundException => return "null" }
+    arr(statuses.sortBy(_.getPath.getName).map { s =>
+      obj(
+        "name" -> s.getPath.getName,
+        "dir" -> s.isDirectory,
+        "bytes" -> s.getLen,
+        "modifiedMs" -> s.getModificationTime
+      )
+    }).render
+  }
+
+  /** Every file under `uri`, recursively: JSON `[{"path": relative path, "bytes"}]` (`null` if absent). */
+  def listTree(uri: String): String = {
+    val root = new Path(uri)
+    val fs = root.getFileSystem(ToolEnv.hadoopConf)
+    if (!fs.exists(root)) return "null"
+    val prefix = fs.makeQualified(root).toUri.getPath.stripSuffix("/") + "/"
+    val it = fs.listFiles(root, true)
+    val out = Seq.newBuilder[Json]
+    while (it.hasNext) {
+      val s = it.next()
+      val path = fs.makeQualified(s.getPath).toUri.getPath
+      out += obj("path" -> path.stripPrefix(prefix), "bytes" -> s.getLen)
+    }
+    arr(out.result()).render
+  }
+
+  /** The text of a small file (Spark's commit log entry, metadata), or null when it does not exist. */
+  def readText(uri: String): String = {
+    val p = new Path(uri)
+    val fs = p.getFileSystem(ToolEnv.hadoopConf)
+    val in =
+      try fs.open(p)
+      catch { case _: FileNotFoundException => return null }
+    try new String(in.readAllBytes(), UTF_8)
+    finally in.close()
+  }
+
+  /** Writes a small file, replacing it if `overwrite` (the clone's new query id). */
+  def writeText(uri: String, text: String, overwrite: Boolean): Unit = {
+    val p = new Path(uri)
+    val out = p.getFileSystem(ToolEnv.hadoopConf).create(p, overwrite)
+    try out.write(text.getBytes(UTF_8))
+    finally out.close()
+  }
+
+  // ---- one store ---------------------------------------------------------------------------------------------
+
+  /** The batches of `commitLog` whose checkpoint still has a file (delta or snapshot) in this store: JSON
+    * `[batchId, ...]`. Tells which batches are within retention.
+    */
+  def existingBatches(
+      dir: String,
+      operatorId: Long,
+      partitionId: Int,
+      storeName: String,
+      commitLog: String
+  ): String =
+    ToolStore.using(StoreRef(operatorId, partitionId, storeName, dir)) { s =>
+      val present = s.files.listCheckpointFiles().map(_.id).toSet
+      arr(CommitLogEntry.parseLines(commitLog).filter(e => present(e.id)).map(e => Num(e.batchId))).render
+    }
+
+  /** See [[StoreInspection.inspect]]. */
+  def inspectStore(
+      dir: String,
+      operatorId: Long,
+      partitionId: Int,
+      storeName: String,
+      commitLog: String
+  ): String =
+    ToolStore.using(StoreRef(operatorId, partitionId, storeName, dir)) { s =>
+      StoreInspection.inspect(s, CommitLogEntry.parseLines(commitLog), System.currentTimeMillis()).render
+    }
+
+  /** See [[StoreVerifier.verify]]; `targets` are the commit log lines of the batches to check; restores go
+    * into a scratch directory under `scratchDir` (empty: java.io.tmpdir).
+    */
+  def verifyStore(
+      dir: String,
+      operatorId: Long,
+      partitionId: Int,
+      storeName: String,
+      targets: String,
+      scratchDir: String
+  ): String = {
+    val scratch = new File(
+      Option(scratchDir).filter(_.nonEmpty).getOrElse(System.getProperty("java.io.tmpdir"))
+    )
+    ToolStore.using(StoreRef(operatorId, partitionId, storeName, dir)) { s =>
+      StoreVerifier.verify(s, CommitLogEntry.parseLines(targets), scratch).toJson.render
+    }
+  }
+
+  /** Plans the clean-up of one store (see [[StoreCleaner]]) and runs it when `apply`. */
+  def gcStore(
+      dir: String,
+      operatorId: Long,
+      partitionId: Int,
+      storeName: String,
+      commitLog: String,
+      retain: Int,
+      graceMs: Long,
+      apply: Boolean
+  ): String =
+    ToolStore.using(StoreRef(operatorId, partitionId, storeName, dir)) { s =>
+      val plan =
+        StoreCleaner.plan(
+          s,
+          CommitLogEntry.parseLines(commitLog),
+          retain,
+          graceMs,
+          System.currentTimeMillis()
+        )
+      val errors = if (apply && plan.refused.isEmpty) StoreCleaner.apply(s, plan) else Nil
+      plan.toJson(applied = apply && plan.refused.isEmpty, errors).render
+    }
+
+  // ---- clone -------------------------------------------------------------------------------------------------
+
+  /** Clones files `names` (one per line) of directory `relDir`; see [[CheckpointCloner.cloneFiles]]. */
+  def cloneFiles(srcRoot: String, dstRoot: String, relDir: String, names: String): String = {
+    val stats = CheckpointCloner.cloneFiles(
+      srcRoot,
+      dstRoot,
+      relDir,
+      Option(names).getOrElse("").split("\n").toSeq.filter(_.nonEmpty)
+    )
+    obj("linked" -> stats.linked, "copied" -> stats.copied, "bytes" -> stats.bytes).render
+  }
+}

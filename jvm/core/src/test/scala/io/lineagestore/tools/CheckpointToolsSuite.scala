@@ -1,0 +1,254 @@
+package io.lineagestore.tools
+
+import java.io.File
+import java.nio.charset.StandardCharsets.UTF_8
+import java.nio.file.{Files, Path => JPath}
+import java.util.concurrent.Executors
+
+import org.apache.hadoop.conf.Configuration
+import org.apache.hadoop.fs.Path
+import org.scalatest.BeforeAndAfterEach
+import org.scalatest.funsuite.AnyFunSuite
+
+import io.lineagestore.format.StoreIdentity
+import io.lineagestore.lineage.CheckpointId
+import io.lineagestore.storage.HadoopBlobStore
+import io.lineagestore.store.{CheckpointFiles, ColumnFamilies, LineageStore, StoreSettings}
+
+/** The command line's Scala side against stores written by the real store on a local Hadoop filesystem. */
+class CheckpointToolsSuite extends AnyFunSuite with BeforeAndAfterEach {
+  private var tmp: File = _
+  private val pool = Executors.newFixedThreadPool(2)
+
+  override def beforeEach(): Unit = tmp = Files.createTempDirectory("lineagestore-tools").toFile
+  override def afterEach(): Unit = deleteRecursively(tmp)
+
+  private def storeDir = new File(tmp, "cp/state/0/0")
+  private def ref = StoreRef(0, 0, "default", storeDir.toURI.toString)
+  private def c(v: Long) = CheckpointId(v, s"c$v")
+  private val orphan = CheckpointId(4, "x4")
+
+  /** Versions 1..6 committed (c1..c6), snapshots at 2, 4 and 6, and a losing attempt x4 with its own
+    * snapshot. Returns the commit log (batch b committed version b + 1).
+    */
+  private def writeStore(): Seq[CommitLogEntry] = {
+    val files = new CheckpointFiles(
+      new HadoopBlobStore(new Path(storeDir.toURI), new Configuration()),
+      StoreIdentity(0, 0, "default"),
+      pool
+    )
+    val local = Files.createTempDirectory(tmp.toPath, "local").toFile
+    val s = new LineageStore(files, local, StoreSettings(minDeltasForSnapshot = 2, minVersionsToRetain = 100))
+    try {
+      s.load(CheckpointId.Empty)
+      for (v <- 1L to 6L) {
+        if (v == 4) {
+          put(s, 100, "lost")
+          s.commit(orphan.uniqueId)
+          s.uploadSnapshots()
+          s.load(c(3))
+        }
+        put(s, 50, s"v$v")
+        s.commit(c(v).uniqueId)
+        s.uploadSnapshots()
+        s.load(c(v))
+      }
+    } finally s.close()
+    (0L to 5L).map(b => CommitLogEntry(b, c(b + 1)))
+  }
+
+  private def put(s: LineageStore, n: Int, prefix: String): Unit =
+    (1 to n).foreach(i =>
+      s.put(ColumnFamilies.DefaultId, s"$prefix-$i".getBytes(UTF_8), ("x" * 50).getBytes(UTF_8))
+    )
+
+  private def storeFiles: Set[String] =
+    Option(storeDir.list())
+      .map(_.toSet)
+      .getOrElse(Set.empty)
+      .filterNot(n => n.startsWith(".") || n == "shared")
+
+  private def blobsOf(id: CheckpointId): Set[String] =
+    ToolStore.using(ref)(_.files.readSnapshotIndex(id).sharedBlobs)
+
+  private def sharedDir = new File(storeDir, CheckpointFiles.SharedDir)
+
+  test("JSON output escapes what needs escaping") {
+    val j = Json.obj(
+      "a\"b" -> "line\nnext\\ \u0001",
+      "n" -> 3L,
+      "t" -> true,
+      "x" -> Json.Null,
+      "l" -> Json.strs(Seq("p"))
+    )
+    val expected =
+      "{\"a\\\"b\": \"line\\nnext\\\\ \\u0001\", \"n\": 3, \"t\": true, \"x\": null, \"l\": [\"p\"]}"
+    assert(j.render == expected)
+  }
+
+  test("the committed lineage joins the commit log and the delta headers; attempts get a status") {
+    val log = writeStore()
+    ToolStore.using(ref) { s =>
+      // the commit log's last two entries reach back to version 1 through the delta headers
+      val l = CommittedLineage.resolve(s.files, log.takeRight(2))
+      assert(l.head.contains(c(6)))
+      assert(l.committed == (1L to 6L).map(v => v -> s"c$v").toMap)
+      assert(l.status(orphan) == "orphan" && l.status(c(3)) == "committed")
+      assert(l.status(CheckpointId(7, "p7")) == "pending")
+      assert(l.conflicts.isEmpty && l.errors.isEmpty)
+      val wrong = CommittedLineage.resolve(s.files, log.updated(3, CommitLogEntry(3, orphan)))
+      assert(wrong.conflicts.exists(m => m.contains("x4") && m.contains("6_c6.delta")))
+    }
+  }
+
+  test("inspect reports statuses, snapshots, shared, unique and orphan blobs") {
+    val log = writeStore()
+    Files.write(new File(sharedDir, "stray.sst").toPath, "leftover".getBytes(UTF_8))
+    val json = CheckpointTools.inspectStore(
+      ref.dir,
+      0,
+      0,
+      "default",
+      log.map(e => s"${e.batchId} ${e.id.version} ${e.id.uniqueId}").mkString("\n")
+    )
+    assert(json.contains(""""head": "6_c6""""))
+    assert(json.contains(""""version": 4, "uniqueId": "x4", "status": "orphan""""))
+    assert(json.contains(""""version": 5, "uniqueId": "c5", "status": "committed", "batchId": 4"""))
+    assert(json.contains(""""name": "stray.sst", "bytes": 8"""))
+    assert(json.contains(""""orphanBlobs": 1, "orphanBlobBytes": 8"""))
+    assert(json.contains(""""orphanAttempts": 1"""))
+    // the snapshot at 4 references the blob uploaded for 2 (same SST content): shared
+    assert((blobsOf(c(2)) intersect blobsOf(c(4))).nonEmpty)
+    assert(!json.contains(""""sharedBlobs": 0,"""))
+  }
+
+  test("verify reads back every file the committed checkpoints need") {
+    val log = writeStore()
+    val r = ToolStore.using(ref)(s => StoreVerifier.verify(s, log, tmp))
+    assert(r.ok, r.problems)
+    assert(r.checked.size == 6 && r.checked.forall(_._2.isDefined))
+    assert(r.filesVerified >= 6 && r.bytesVerified > 0)
+  }
+
+  test("verify names a corrupt delta (our own checksum, without Hadoop's .crc) and the batches needing it") {
+    val log = writeStore()
+    val f = new File(storeDir, c(5).deltaFileName)
+    val bytes = Files.readAllBytes(f.toPath)
+    bytes(bytes.length / 2) = (bytes(bytes.length / 2) ^ 0x20).toByte
+    Files.write(f.toPath, bytes)
+    Files.delete(new File(storeDir, s".${f.getName}.crc").toPath)
+    val r = ToolStore.using(ref)(s => StoreVerifier.verify(s, log, tmp))
+    assert(!r.ok)
+    assert(r.problems.map(_.file).exists(_.endsWith("5_c5.delta")), r.problems)
+    assert(r.problems.head.batches == Seq(4L))
+    assert(r.toJson.render.contains(""""ok": false"""))
+  }
+
+  test("verify names a deleted shared blob") {
+    val log = writeStore()
+    val blob = blobsOf(c(6)).toSeq.sorted.last
+    Files.delete(new File(sharedDir, blob).toPath)
+    val r = ToolStore.using(ref)(s => StoreVerifier.verify(s, log, tmp))
+    assert(r.problems.exists(p => p.error.contains(s"shared/$blob") && p.batches.contains(5L)), r.problems)
+  }
+
+  test("verify reports a committed checkpoint that has no file") {
+    val log = writeStore() :+ CommitLogEntry(6, c(7))
+    val r = ToolStore.using(ref)(s => StoreVerifier.verify(s, log, tmp))
+    assert(r.problems.map(_.file).exists(_.endsWith("7_c7.delta")), r.problems)
+  }
+
+  test(
+    "gc plans from the committed lineage, keeps young orphans, and applying it keeps the window loadable"
+  ) {
+    val log = writeStore()
+    Files.write(new File(sharedDir, "stray.sst").toPath, "leftover".getBytes(UTF_8))
+    val retainedBlobs = blobsOf(c(4)) ++ blobsOf(c(6))
+    val droppedOnly = (blobsOf(c(2)) ++ blobsOf(orphan)) -- retainedBlobs
+    ToolStore.using(ref) { s =>
+      val now = System.currentTimeMillis()
+      val plan = StoreCleaner.plan(s, log, retain = 2, graceMs = 3600 * 1000L, nowMs = now)
+      assert(plan.oldestRetained.contains(5L) && plan.snapshotBase.contains(c(4)))
+      assert(plan.zips.map(_.name).toSet == Set(c(2).snapshotFileName, orphan.snapshotFileName))
+      assert(
+        plan.deltas.map(_.name).toSet == Set(1L, 2L, 3L).map(v => c(v).deltaFileName) + orphan.deltaFileName
+      )
+      assert(plan.blobs.map(_.name).toSet == droppedOnly.map("shared/" + _))
+      assert(plan.keptYoungOrphans.map(_.name) == Seq("shared/stray.sst"))
+      assert(
+        plan.deltas.find(_.name == orphan.deltaFileName).exists(_.reason.contains("outside the committed"))
+      )
+      val old = StoreCleaner.plan(s, log, retain = 2, graceMs = 0, nowMs = now + 1000)
+      assert(old.blobs.exists(d => d.name == "shared/stray.sst" && d.reason.contains("grace period")))
+      val before = storeFiles
+      assert(StoreCleaner.apply(s, plan).isEmpty)
+      assert(storeFiles == before -- plan.zips.map(_.name) -- plan.deltas.map(_.name))
+      assert(
+        sharedDir.list().toSet.filterNot(_.startsWith(".")) ==
+          retainedBlobs + "stray.sst"
+      )
+      val r = StoreVerifier.verify(s, log.filter(_.batchId >= 3), tmp)
+      assert(r.ok, r.problems)
+    }
+  }
+
+  test("gc refuses to delete anything when the commit log and the lineage disagree") {
+    val log = writeStore().updated(3, CommitLogEntry(3, orphan))
+    val json = CheckpointTools.gcStore(
+      ref.dir,
+      0,
+      0,
+      "default",
+      log.map(e => s"${e.batchId} ${e.id.version} ${e.id.uniqueId}").mkString("\n"),
+      1,
+      0L,
+      true
+    )
+    assert(json.contains(""""refused": "the committed lineage is inconsistent"""))
+    assert(json.contains(""""delete": []""") && json.contains(""""applied": false"""))
+    assert(storeFiles.contains(c(1).deltaFileName))
+  }
+
+  test("clone hard-links immutable state files (with their .crc) and copies everything else") {
+    writeStore()
+    val src = new File(tmp, "cp")
+    Files.createDirectories(new File(src, "commits").toPath)
+    Files.write(new File(src, "commits/0").toPath, "v1\n{}".getBytes(UTF_8))
+    val dst = new File(tmp, "clone")
+    val names = storeFiles.toSeq.sorted
+    val stats = CheckpointCloner.cloneFiles(src.toURI.toString, dst.toURI.toString, "state/0/0", names)
+    assert(stats.linked == names.size && stats.copied == 0)
+    val root = CheckpointCloner.cloneFiles(src.toURI.toString, dst.toURI.toString, "commits", Seq("0"))
+    assert(root.copied == 1 && root.linked == 0)
+    def inode(p: JPath) = Files.getAttribute(p, "unix:ino")
+    val d = c(1).deltaFileName
+    assert(inode(new File(storeDir, d).toPath) == inode(new File(dst, s"state/0/0/$d").toPath))
+    assert(new File(dst, s"state/0/0/.$d.crc").isFile)
+    assert(inode(new File(src, "commits/0").toPath) != inode(new File(dst, "commits/0").toPath))
+    assert(new String(Files.readAllBytes(new File(dst, "commits/0").toPath), UTF_8) == "v1\n{}")
+    assert(CheckpointCloner.isImmutableStateFile("state/0/0/shared", "a.sst"))
+    assert(!CheckpointCloner.isImmutableStateFile("state/0/0/_metadata", "schema"))
+    assert(!CheckpointCloner.isImmutableStateFile("offsets", "1_x.delta"))
+    val e = intercept[java.nio.file.FileAlreadyExistsException](
+      CheckpointCloner.cloneFiles(src.toURI.toString, dst.toURI.toString, "commits", Seq("0"))
+    )
+    assert(e.getMessage.contains("commits/0"))
+  }
+
+  test("list, listTree and readText see Spark's files through Hadoop") {
+    val cp = new File(tmp, "cp")
+    Files.createDirectories(new File(cp, "commits").toPath)
+    Files.write(new File(cp, "commits/0").toPath, "v1\n{}".getBytes(UTF_8))
+    val uri = cp.toURI.toString
+    assert(CheckpointTools.list(uri) contains """"name": "commits", "dir": true""")
+    assert(CheckpointTools.listTree(uri) contains """"path": "commits/0", "bytes": 5""")
+    assert(CheckpointTools.readText(uri + "/commits/0") == "v1\n{}")
+    assert(CheckpointTools.readText(uri + "/commits/9") == null)
+    assert(CheckpointTools.list(uri + "/nothing") == "null")
+  }
+
+  private def deleteRecursively(f: File): Unit = {
+    if (f.isDirectory) Option(f.listFiles()).getOrElse(Array.empty[File]).foreach(deleteRecursively)
+    f.delete()
+  }
+}
