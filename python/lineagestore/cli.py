@@ -1,25 +1,578 @@
-"""The ``lineagestore`` command line."""
+"""The ``lineagestore`` command line: inspect, verify, gc and clone checkpoints of lineagestore queries."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import sys
+import textwrap
+from typing import Any
 
 from lineagestore import __version__
+
+EXIT_OK = 0
+EXIT_PROBLEMS = 1
+EXIT_USAGE = 2
+EXIT_BAD_CHECKPOINT = 3
+EXIT_ENVIRONMENT = 4
+
+EXIT_CODES = f"""\
+exit codes:
+  {EXIT_OK}  success (verify: every checked checkpoint loads and every file checks out)
+  {EXIT_PROBLEMS}  the command ran and found problems or could not finish (verify found damaged or missing
+     files; gc --apply could not delete some files; a clone step failed)
+  {EXIT_USAGE}  wrong command line
+  {EXIT_BAD_CHECKPOINT}  the checkpoint cannot be used as asked: it does not exist, is not a Spark checkpoint,
+     was not written by lineagestore (checkpoint format version 2), has an unreadable Spark file, or the
+     clone destination is not empty
+  {EXIT_ENVIRONMENT}  the tools could not run here: no Java, the bundled jar is missing, matplotlib missing
+     for --plot
+"""
+
+DESCRIPTION = """\
+Tools for the checkpoints of Spark Structured Streaming queries that keep their state in lineagestore.
+
+A checkpoint is the directory a query was given as checkpointLocation (a local path, or a URI such as
+s3a://bucket/path). Every command reads Spark's commit log (commits/<batch>: which unique ID each state store
+partition committed) and lineagestore's files under state/ (<version>_<uniqueId>.delta and .zip, shared/*.sst).
+The format is read by the lineagestore jar through a JVM the command starts (a few seconds); no SparkContext
+is created.
+"""
+
+EXAMPLES = """\
+examples:
+  lineagestore inspect /data/checkpoints/clicks
+  lineagestore inspect /data/checkpoints/clicks --json | jq '.totals'
+  lineagestore inspect /data/checkpoints/clicks --plot lineage.png
+  lineagestore verify /data/checkpoints/clicks            # every batch whose files still exist
+  lineagestore verify /data/checkpoints/clicks --retain 10
+  lineagestore gc /data/checkpoints/clicks --retain 100   # dry run: what would be deleted, and why
+  lineagestore gc /data/checkpoints/clicks --retain 100 --apply
+  lineagestore clone /data/checkpoints/clicks /data/checkpoints/clicks-experiment
+  lineagestore --hadoop-conf fs.s3a.endpoint=http://127.0.0.1:9000 inspect s3a://bucket/checkpoints/clicks
+
+Stop the query before gc --apply or clone. See docs/operations.md for each command's output.
+"""
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, max_help_position=30, width=110)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="lineagestore", description="Tools for lineagestore checkpoints of Spark Structured Streaming."
+        prog="lineagestore",
+        description=DESCRIPTION,
+        epilog=EXAMPLES + "\n" + EXIT_CODES,
+        formatter_class=_Formatter,
     )
     parser.add_argument("--version", action="version", version=f"lineagestore {__version__}")
+    parser.add_argument(
+        "--hadoop-conf",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="a Hadoop setting for reaching the checkpoint (repeatable), e.g. fs.s3a.endpoint=http://host:9000",
+    )
+    parser.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress line on stderr (it is shown only when stderr is a terminal anyway)",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="<command>")
+
+    p = sub.add_parser(
+        "inspect",
+        help="operators, partitions, stores, versions, lineage, attempts, snapshots, sizes, orphans",
+        formatter_class=_Formatter,
+        description=textwrap.dedent(
+            """\
+            Describe a checkpoint: for every state store (operator, partition, store name) the versions it
+            holds, the chain of checkpoints the commit log chose (the committed lineage) and the other attempts
+            of a batch beside it, the snapshots and the shared SST blobs they reference, and sizes: bytes of
+            blobs shared by several snapshots versus referenced by one, orphans (blobs no snapshot references,
+            attempts outside the committed lineage). Reads delta headers and snapshot indexes only."""
+        ),
+        epilog=textwrap.dedent(
+            """\
+            examples:
+              lineagestore inspect /data/checkpoints/clicks
+              lineagestore inspect /data/checkpoints/clicks --json > clicks.json
+              lineagestore inspect /data/checkpoints/clicks --plot clicks-lineage.png
+
+            Statuses: committed (on the lineage the commit log chose), orphan (another attempt of a committed
+            version: a retried task or batch), pending (newer than the last committed batch: a batch in
+            progress or one that failed before Spark committed it), unknown (below what the commit log and the
+            remaining delta headers tell)."""
+        ),
+    )
+    p.add_argument("checkpoint", help="checkpoint directory or URI")
+    p.add_argument("--json", action="store_true", help="print the full report as JSON (for scripts)")
+    p.add_argument(
+        "--plot", metavar="OUT.png", help="draw the lineage of every store into this image (matplotlib)"
+    )
+    p.set_defaults(func=_inspect)
+
+    p = sub.add_parser(
+        "verify",
+        help="prove the committed checkpoints load: resolve each lineage, read back every file with checksums",
+        formatter_class=_Formatter,
+        description=textwrap.dedent(
+            """\
+            For every committed batch still within retention and every store, resolve the committed
+            (version, unique ID) through the lineage from scratch and read back every file that load needs,
+            verifying as it reads: delta files (header, records, count, CRC32C), snapshot zips (INDEX checksum,
+            store identity, entries) and the SHA-256 of every shared blob they reference (restored into a
+            scratch directory under the system temp directory, one store at a time). Each file is read once.
+            Prints each problem with the file it concerns and the batches that need it."""
+        ),
+        epilog=textwrap.dedent(
+            """\
+            examples:
+              lineagestore verify /data/checkpoints/clicks
+              lineagestore verify /data/checkpoints/clicks --retain 5 --json
+
+            Without --retain: the newest batch and every older one down to the first whose checkpoint files
+            are gone from every store (clean-up removed them); older batches are listed as skipped.
+            Exit code 0: all good; 1: problems (listed, with the files named)."""
+        ),
+    )
+    p.add_argument("checkpoint", help="checkpoint directory or URI")
+    p.add_argument(
+        "--retain", type=_positive_int, metavar="N", help="check only the newest N committed batches"
+    )
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=_verify)
+
+    p = sub.add_parser(
+        "gc",
+        help="what clean-up would delete and why; deletes only with --apply",
+        formatter_class=_Formatter,
+        description=textwrap.dedent(
+            """\
+            Plan the clean-up of every store with the store's own planners: keep the newest N versions and
+            what rebuilds the oldest of them (the newest committed snapshot at or below it and the deltas
+            after it); delete older files, attempts outside the committed lineage once they left the window,
+            the shared blobs only deleted snapshots referenced, and blobs no snapshot references once older
+            than the grace period (younger ones may belong to an upload in progress). A dry run unless
+            --apply; deletes zips first, then blobs, then deltas. Spark's own commit log and offsets are
+            left alone (Spark purges them itself)."""
+        ),
+        epilog=textwrap.dedent(
+            """\
+            examples:
+              lineagestore gc /data/checkpoints/clicks                  # dry run, keeps the newest 100
+              lineagestore gc /data/checkpoints/clicks --retain 20 --grace 1h
+              lineagestore gc /data/checkpoints/clicks --retain 20 --apply
+
+            Use the query's spark.sql.streaming.minBatchesToRetain as --retain (Spark's default is 100), so
+            every batch Spark may still ask for stays loadable. Stop the query before --apply."""
+        ),
+    )
+    p.add_argument("checkpoint", help="checkpoint directory or URI")
+    p.add_argument(
+        "--retain",
+        type=_positive_int,
+        default=100,
+        metavar="N",
+        help="versions to keep loadable, like spark.sql.streaming.minBatchesToRetain (default: 100)",
+    )
+    p.add_argument(
+        "--grace",
+        type=_duration,
+        default="6h",
+        metavar="DURATION",
+        help="unreferenced blobs younger than this are kept, e.g. 30m, 6h, 2d (default: 6h, like "
+        "spark.sql.streaming.stateStore.lineagestore.orphanGracePeriodMs)",
+    )
+    p.add_argument("--apply", action="store_true", help="delete the files listed (default: only show them)")
+    p.add_argument("--json", action="store_true", help="print the plan (and what was deleted) as JSON")
+    p.set_defaults(func=_gc)
+
+    p = sub.add_parser(
+        "clone",
+        help="copy a checkpoint into a new one that shares nothing mutable with it",
+        formatter_class=_Formatter,
+        description=textwrap.dedent(
+            """\
+            Copy every file of a checkpoint (metadata, commits, offsets, sources, state) into a new directory,
+            so that a query started on the copy continues from the same state without touching the source.
+            lineagestore's state files are immutable, so on a local filesystem they are hard-linked (no space,
+            no time); everything else is copied. Across filesystems every file is copied. (On S3 a
+            server-side copy will be used; until then objects are streamed through the JVM.)"""
+        ),
+        epilog=textwrap.dedent(
+            """\
+            examples:
+              lineagestore clone /data/checkpoints/clicks /data/checkpoints/clicks-copy
+              lineagestore clone /data/checkpoints/clicks /data/checkpoints/clicks-copy --new-query-id
+
+            The copy keeps the source's query id, so Spark refuses to run both at once in one SparkSession;
+            --new-query-id gives the copy its own. Stop the source query first."""
+        ),
+    )
+    p.add_argument("source", help="checkpoint directory or URI to copy")
+    p.add_argument("destination", help="new (or empty) directory or URI")
+    p.add_argument(
+        "--new-query-id", action="store_true", help="give the copy a new query id in its metadata file"
+    )
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=_clone)
     return parser
+
+
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
+def _duration(text: str) -> int:
+    from lineagestore.checkpoint import parse_duration_ms
+
+    try:
+        return parse_duration_ms(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+# ---- entry point ------------------------------------------------------------------------------------------
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    parser.parse_args(argv)
-    parser.print_help()
-    return 0
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help()
+        return EXIT_OK
+    hadoop_conf = {}
+    for item in args.hadoop_conf:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            parser.error(f"--hadoop-conf wants KEY=VALUE, got '{item}'")
+        hadoop_conf[key] = value
+
+    from lineagestore.checkpoint import CheckpointError, Progress
+    from lineagestore.checkpoint_jvm import ToolError, ToolsUnavailable, connect
+    from lineagestore.checkpoint_plot import MissingDependency, require_matplotlib
+
+    show_progress = (
+        not args.no_progress and sys.stderr.isatty() and os.environ.get("CI", "").lower() != "true"
+    )
+    progress = Progress(show_progress)
+    prog = f"lineagestore {args.command}"
+    try:
+        if getattr(args, "plot", None):
+            require_matplotlib()  # fail before starting a JVM
+        progress.note("starting the JVM for the lineagestore tools ...")
+        with connect(hadoop_conf) as tools:
+            return args.func(args, tools, progress)
+    except CheckpointError as e:
+        progress.finish()
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return EXIT_BAD_CHECKPOINT
+    except (ToolsUnavailable, MissingDependency) as e:
+        progress.finish()
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return EXIT_ENVIRONMENT
+    except ToolError as e:
+        progress.finish()
+        print(f"{prog}: failed: {e}", file=sys.stderr)
+        return EXIT_PROBLEMS
+    except KeyboardInterrupt:
+        progress.finish()
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+
+
+# ---- inspect ----------------------------------------------------------------------------------------------
+
+
+def _inspect(args: argparse.Namespace, tools: Any, progress: Any) -> int:
+    from lineagestore import checkpoint
+    from lineagestore.checkpoint_plot import plot_lineage
+
+    cp = checkpoint.load(tools, args.checkpoint)
+    report = checkpoint.inspect(tools, cp, progress)
+    if args.plot:
+        panels = plot_lineage(report, args.plot)
+        print(f"wrote {args.plot} ({panels} stores)", file=sys.stderr)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(render_inspect(report))
+    return EXIT_OK
+
+
+def _short(cid: str) -> str:
+    version, _, uid = cid.partition("_")
+    return f"{version}_{uid[:8]}"
+
+
+def render_inspect(r: dict) -> str:
+    from lineagestore.checkpoint import human_bytes as hb
+
+    log = r["commitLog"]
+    out = [
+        f"checkpoint   {r['checkpoint']}",
+        f"query id     {r['queryId'] or '(none)'}",
+        "commit log   "
+        + (
+            f"batches {log['first']}..{log['last']} ({log['batches']} committed)"
+            if log["batches"]
+            else "no committed batch"
+        )
+        + (f"; uncommitted batches {log['uncommitted']}" if log["uncommitted"] else ""),
+    ]
+    for op in r["operators"]:
+        out.append(
+            f"operator {op['operatorId']}   {op['partitions']} partitions x {len(op['storeNames'])} store(s): "
+            + ", ".join(op["storeNames"])
+        )
+    out.append("")
+    header = ["store", "head", "versions", "attempts", "snapshots", "deltas", "zips", "blobs", "shared", "unique",
+              "orphan blobs"]  # fmt: skip
+    rows = []
+    for s in r["stores"]:
+        t = s["totals"]
+        versions = sorted({c["version"] for c in s["checkpoints"]})
+        n_attempts = len(s["checkpoints"])
+        extra = []
+        if t["orphanAttempts"]:
+            extra.append(f"{t['orphanAttempts']} orphan")
+        if t["pendingAttempts"]:
+            extra.append(f"{t['pendingAttempts']} pending")
+        rows.append(
+            [
+                s["path"],
+                _short(s["head"]) if s["head"] else "-",
+                f"{versions[0]}..{versions[-1]}" if versions else "-",
+                f"{n_attempts}" + (f" ({', '.join(extra)})" if extra else ""),
+                str(t["snapshots"]),
+                hb(t["deltaBytes"]),
+                hb(t["snapshotBytes"]),
+                f"{t['blobs']} / {hb(t['blobBytes'])}",
+                f"{t['sharedBlobs']} / {hb(t['sharedBytes'])}",
+                f"{t['uniqueBlobs']} / {hb(t['uniqueBytes'])}",
+                f"{t['orphanBlobs']} / {hb(t['orphanBlobBytes'])}",
+            ]
+        )
+    out.append(_table(header, rows))
+    t = r["totals"]
+    out.append(
+        f"total: {t['deltas']} deltas {hb(t['deltaBytes'])}, {t['snapshots']} snapshots {hb(t['snapshotBytes'])}, "
+        f"{t['blobs']} blobs {hb(t['blobBytes'])} (shared by several snapshots {hb(t['sharedBytes'])}, "
+        f"by one {hb(t['uniqueBytes'])}, by none {hb(t['orphanBlobBytes'])}); "
+        f"{t['orphanAttempts']} orphan attempts {hb(t['orphanAttemptBytes'])}"
+    )
+    for s in r["stores"]:
+        out.append("")
+        out.append(
+            f"{s['path']}  (operator {s['operatorId']}, partition {s['partitionId']}, store {s['storeName']})"
+        )
+        chain = [
+            _short(f"{p['version']}_{p['uniqueId']}") + (" [snapshot]" if p["snapshot"] else "")
+            for p in s["chosenPath"]
+            if p["delta"] or p["snapshot"]
+        ]
+        out.append("  committed path  " + (" <- ".join(chain) if chain else "(no files)"))
+        by_version: dict[int, list[dict]] = {}
+        for c in s["checkpoints"]:
+            by_version.setdefault(c["version"], []).append(c)
+        for v, attempts in sorted(by_version.items()):
+            if len(attempts) < 2 and attempts[0]["status"] == "committed":
+                continue
+            chosen = [c for c in attempts if c["status"] == "committed"]
+            others = [c for c in attempts if c["status"] != "committed"]
+            desc = ", ".join(
+                f"{_short(str(v) + '_' + c['uniqueId'])} ({c['status']}: "
+                + "+".join(k for k in ("delta", "snapshot") if c[k])
+                + ")"
+                for c in others
+            )
+            if chosen:
+                batch = chosen[0]["batchId"]
+                who = f"batch {batch}" if batch is not None else "the lineage"
+                out.append(
+                    f"  version {v}: {who} chose {_short(str(v) + '_' + chosen[0]['uniqueId'])} over {desc}"
+                )
+            else:
+                out.append(f"  version {v}: {desc}")
+        orphans = [b for b in s["blobs"] if b["references"] == 0]
+        if orphans:
+            out.append(
+                "  orphan blobs    "
+                + ", ".join(
+                    f"shared/{b['name']} ({hb(b['bytes'])}, {b['ageMs'] // 1000}s old)" for b in orphans
+                )
+            )
+        for snap in s["snapshots"]:
+            if snap.get("missingBlobs"):
+                out.append(
+                    f"  MISSING blobs of {snap['version']}_{snap['uniqueId'][:8]}.zip: "
+                    + ", ".join(snap["missingBlobs"])
+                )
+        for msg in s["conflicts"]:
+            out.append(f"  CONFLICT: {msg}")
+        for msg in s["errors"]:
+            out.append(f"  ERROR: {msg}")
+        if s["otherFiles"]:
+            out.append("  other files     " + ", ".join(s["otherFiles"]))
+    for note in r.get("notes", []):
+        out.append(f"note: {note}")
+    return "\n".join(out)
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(x) for x in col) for col in zip(header, *rows, strict=False)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
+    for row in rows:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    return "\n".join(lines)
+
+
+# ---- verify -----------------------------------------------------------------------------------------------
+
+
+def _verify(args: argparse.Namespace, tools: Any, progress: Any) -> int:
+    from lineagestore import checkpoint
+
+    cp = checkpoint.load(tools, args.checkpoint)
+    result = checkpoint.verify(tools, cp, args.retain, progress)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(render_verify(result))
+    return EXIT_OK if result["ok"] else EXIT_PROBLEMS
+
+
+def _batches(bs: list[int]) -> str:
+    if not bs:
+        return "none"
+    if bs == list(range(bs[0], bs[-1] + 1)):
+        return f"{bs[0]}..{bs[-1]}" if len(bs) > 1 else str(bs[0])
+    return ", ".join(map(str, bs))
+
+
+def render_verify(r: dict) -> str:
+    from lineagestore.checkpoint import human_bytes as hb
+
+    out = [
+        f"verify {r['checkpoint']}: batches {_batches(r['batches'])} in {r['stores']} stores"
+        + (
+            f" (older batches {_batches(r['skippedBatches'])} skipped: outside retention)"
+            if r["skippedBatches"]
+            else ""
+        )  # fmt: skip
+    ]
+    for s in r["results"]:
+        n = len(s["checked"])
+        status = "ok  " if s["ok"] else "FAIL"
+        bad = sum(1 for c in s["checked"] if not c["ok"])
+        out.append(
+            f"  {status} {s['path']}: {n - bad}/{n} checkpoints load" + (f" ({bad} do not)" if bad else "")
+        )
+    out.append(f"{r['filesVerified']} files verified ({hb(r['bytesVerified'])})")
+    if r["problems"]:
+        out.append("")
+        out.append(f"{len(r['problems'])} problem(s):")
+        for p in r["problems"]:
+            out.append(f"  {p['file']}")
+            out.append(textwrap.indent(textwrap.fill(p["error"], 104), "      "))
+            if p["batches"]:
+                out.append(f"      needed by batch(es) {_batches(p['batches'])}")
+        out.append("result: PROBLEMS FOUND")
+    else:
+        out.append("result: OK")
+    return "\n".join(out)
+
+
+# ---- gc ---------------------------------------------------------------------------------------------------
+
+
+def _gc(args: argparse.Namespace, tools: Any, progress: Any) -> int:
+    from lineagestore import checkpoint
+
+    cp = checkpoint.load(tools, args.checkpoint)
+    result = checkpoint.gc(tools, cp, args.retain, args.grace, args.apply, progress)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(render_gc(result))
+    return EXIT_PROBLEMS if result["errors"] else EXIT_OK
+
+
+def render_gc(r: dict) -> str:
+    from lineagestore.checkpoint import human_bytes as hb
+
+    mode = "deleting" if r["applied"] else "dry run, nothing is deleted (add --apply to delete)"
+    out = [
+        f"gc {r['checkpoint']}: {mode}; keeping the newest {r['retain']} versions, "
+        f"orphan blobs kept while younger than {r['graceMs'] // 1000}s"
+    ]
+    verb = "deleted" if r["applied"] else "delete"
+    for s in r["stores"]:
+        if s["refused"]:
+            out.append(f"{s['path']}: nothing to do: {s['refused']}")
+            continue
+        base = s["snapshotBase"]
+        base = f"snapshot {_short(base)}" if base and not base.startswith("0 ") else "the empty state"
+        out.append(
+            f"{s['path']}: head {_short(s['head'])}, oldest retained version {s['oldestRetained']}, "
+            f"rebuilt from {base}"
+        )
+        width = max([len(d["file"]) for d in s["delete"] + s["keptYoungOrphans"]] + [10])
+        for d in s["delete"]:
+            out.append(f"  {verb}  {d['file'].ljust(width)}  {hb(d['bytes']):>10}  {d['reason']}")
+        for d in s["keptYoungOrphans"]:
+            out.append(f"  keep    {d['file'].ljust(width)}  {hb(d['bytes']):>10}  {d['reason']}")
+        if not s["delete"]:
+            out.append("  nothing to delete")
+        for w in s["warnings"]:
+            out.append(f"  warning: {w}")
+        for e in s["errors"]:
+            out.append(f"  ERROR: {e}")
+    total = f"{r['deleteFiles']} files ({hb(r['deleteBytes'])})"
+    kept = f"{r['keptFiles']} files ({hb(r['keptBytes'])}) kept"
+    out.append(f"total: {'deleted' if r['applied'] else 'would delete'} {total}; {kept}")
+    if r["errors"]:
+        out.append(f"{len(r['errors'])} file(s) could not be deleted")
+    return "\n".join(out)
+
+
+# ---- clone ------------------------------------------------------------------------------------------------
+
+
+def _clone(args: argparse.Namespace, tools: Any, progress: Any) -> int:
+    from lineagestore import checkpoint
+
+    result = checkpoint.clone(tools, args.source, args.destination, args.new_query_id, progress)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(render_clone(result))
+    return EXIT_OK
+
+
+def render_clone(r: dict) -> str:
+    from lineagestore.checkpoint import human_bytes as hb
+
+    qid = (
+        f"new query id {r['queryId']}"
+        if r["newQueryId"]
+        else f"query id {r['queryId']} (the source's: do not run both in one SparkSession at once)"
+    )
+    return (
+        f"cloned {r['source']} -> {r['destination']}: {r['files']} files, {hb(r['bytes'])} "
+        f"({r['linked']} hard-linked, {r['copied']} copied); {qid}\n"
+        f"check it with: lineagestore verify {r['destination']}"
+    )
 
 
 if __name__ == "__main__":

@@ -1,0 +1,377 @@
+"""``lineagestore inspect|verify|gc|clone`` on a real checkpoint written by a real query.
+
+One module-scoped SparkSession (local[2], 2 shuffle partitions, maintenance every second, a snapshot every
+2 versions) runs a streaming aggregation twice: batches 0..3, then, after Spark's commit of batch 3 is
+removed (a crash after the state commit, before the commit log), a re-run of batch 3 (a second attempt of
+version 4: an orphan) and batch 4. Tests run the command line in this process (it reuses the session's JVM)
+on copies of that checkpoint; one runs the installed console script (its own gateway JVM).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import lineagestore
+from lineagestore.cli import EXIT_BAD_CHECKPOINT, EXIT_ENVIRONMENT, EXIT_OK, EXIT_PROBLEMS, main
+
+USERS = 12
+
+
+def _rows(batch: int) -> list[dict]:
+    # every user in every batch, (batch + user) % 3 + 1 clicks each: totals grow differently per user
+    return [{"user": f"u{u:02d}", "n": 1} for u in range(USERS) for _ in range((batch + u) % 3 + 1)]
+
+
+def _oracle(batches: int) -> dict[str, int]:
+    totals: dict[str, int] = {}
+    for b in range(batches):
+        for r in _rows(b):
+            totals[r["user"]] = totals.get(r["user"], 0) + r["n"]
+    return totals
+
+
+def _write_input(source: Path, batch: int) -> None:
+    tmp = source / f".b{batch}.tmp"
+    tmp.write_text("\n".join(json.dumps(r) for r in _rows(batch)) + "\n")
+    os.replace(tmp, source / f"b{batch:03d}.json")
+
+
+def _start(spark, source: Path, checkpoint: Path, totals: dict):
+    from pyspark.sql import functions as F
+
+    def sink(df, _batch_id):
+        for row in df.collect():
+            totals[row["user"]] = row["clicks"]
+
+    return (
+        spark.readStream.schema("user string, n int")
+        .option("maxFilesPerTrigger", 1)
+        .json(str(source))
+        .groupBy("user")
+        .agg(F.sum("n").alias("clicks"))
+        .writeStream.outputMode("update")
+        .foreachBatch(sink)
+        .option("checkpointLocation", str(checkpoint))
+        .start()
+    )
+
+
+def _zips(checkpoint: Path, version: int) -> list[int]:
+    """How many snapshot zips of `version` each partition of operator 0 holds."""
+    return [len(list((checkpoint / "state" / "0" / str(p)).glob(f"{version}_*.zip"))) for p in range(2)]
+
+
+def _wait(cond, what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.3)
+
+
+def _tree(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def _wait_stable(root: Path, quiet: float = 2.5) -> None:
+    """Wait until nothing under root changed for `quiet` seconds (a stopped query's maintenance is done)."""
+    before = _tree(root)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        time.sleep(quiet)
+        now = _tree(root)
+        if now == before:
+            return
+        before = now
+
+
+@pytest.fixture(scope="module")
+def spark():
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.master("local[2]")
+        .appName("lineagestore-cli-tests")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.streaming.stateStore.maintenanceInterval", "1s")
+        .config("spark.sql.streaming.stateStore.minDeltasForSnapshot", "2")
+    )
+    session = lineagestore.configure(builder).getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def base(spark, tmp_path_factory):
+    """(source dir, checkpoint dir) after the two runs described in the module docstring."""
+    work = tmp_path_factory.mktemp("cli")
+    source, checkpoint = work / "input", work / "checkpoint"
+    source.mkdir()
+    totals: dict[str, int] = {}
+    query = _start(spark, source, checkpoint, totals)
+    try:
+        for b in range(4):
+            _write_input(source, b)
+            query.processAllAvailable()
+        _wait(lambda: min(_zips(checkpoint, 4)) >= 1, "the snapshots of version 4")
+    finally:
+        query.stop()
+    # the commit of batch 3 is lost: the next run re-runs batch 3 as a new attempt of version 4
+    for name in ("3", ".3.crc"):
+        (checkpoint / "commits" / name).unlink(missing_ok=True)
+    _write_input(source, 4)
+    query = _start(spark, source, checkpoint, totals)
+    try:
+        query.processAllAvailable()
+        _wait(lambda: min(_zips(checkpoint, 4)) >= 2, "the snapshots of the second attempt of version 4")
+    finally:
+        query.stop()
+    assert totals == _oracle(5)
+    _wait_stable(checkpoint)
+    return source, checkpoint
+
+
+@pytest.fixture
+def copy(base, tmp_path):
+    dst = tmp_path / "checkpoint"
+    shutil.copytree(base[1], dst)
+    return dst
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    rc = main([*argv])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def inspect_json(capsys, checkpoint: Path) -> dict:
+    rc, out, err = run(capsys, "inspect", str(checkpoint), "--json")
+    assert rc == EXIT_OK, err
+    return json.loads(out)
+
+
+# ---- inspect ----------------------------------------------------------------------------------------------
+
+
+def test_inspect_reports_lineage_attempts_snapshots_and_sizes(base, capsys):
+    report = inspect_json(capsys, base[1])
+    assert report["commitLog"] == {"batches": 5, "first": 0, "last": 4, "uncommitted": []}
+    assert report["operators"] == [{"operatorId": 0, "storeNames": ["default"], "partitions": 2}]
+    assert [s["path"] for s in report["stores"]] == ["state/0/0", "state/0/1"]
+    for s in report["stores"]:
+        assert [p["version"] for p in s["chosenPath"]] == [5, 4, 3, 2, 1]
+        assert [p["batchId"] for p in s["chosenPath"]] == [4, 3, 2, 1, 0]
+        orphans = [c for c in s["checkpoints"] if c["status"] == "orphan"]
+        assert [c["version"] for c in orphans] == [4]  # the lost attempt of batch 3
+        committed4 = next(c for c in s["checkpoints"] if c["version"] == 4 and c["status"] == "committed")
+        assert committed4["batchId"] == 3 and committed4["snapshot"]
+        t = s["totals"]
+        assert t["orphanAttempts"] == 1 and t["orphanAttemptBytes"] > 0
+        assert t["deltas"] == 6 and t["snapshots"] >= 3
+        # snapshot 2's SST is still referenced by both snapshots of version 4
+        assert t["sharedBlobs"] >= 1 and t["sharedBytes"] > 0
+        assert t["sharedBytes"] + t["uniqueBytes"] + t["orphanBlobBytes"] == t["blobBytes"]
+        assert not s["errors"] and not s["conflicts"]
+
+    rc, out, _ = run(capsys, "inspect", str(base[1]))
+    assert rc == EXIT_OK
+    assert "batches 0..4 (5 committed)" in out
+    assert "state/0/1" in out and "committed path  5_" in out
+    assert "version 4: batch 3 chose 4_" in out and "(orphan: delta+snapshot)" in out
+
+
+def test_inspect_plot_draws_a_png(base, capsys, tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "lineage.png"
+    rc, _, err = run(capsys, "inspect", str(base[1]), "--plot", str(out))
+    assert rc == EXIT_OK, err
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "wrote" in err
+
+
+def test_inspect_plot_without_matplotlib_says_what_to_install(base, capsys, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` fail
+    rc, _, err = run(capsys, "inspect", str(base[1]), "--plot", str(tmp_path / "x.png"))
+    assert rc == EXIT_ENVIRONMENT
+    assert "pip install matplotlib" in err
+
+
+# ---- verify -----------------------------------------------------------------------------------------------
+
+
+def test_verify_passes_on_a_healthy_checkpoint(base, capsys):
+    rc, out, err = run(capsys, "verify", str(base[1]))
+    assert rc == EXIT_OK, out + err
+    assert "result: OK" in out
+    rc, out, _ = run(capsys, "verify", str(base[1]), "--json", "--retain", "2")
+    result = json.loads(out)
+    assert (
+        rc == EXIT_OK
+        and result["ok"]
+        and result["batches"] == [3, 4]
+        and result["skippedBatches"] == [0, 1, 2]
+    )
+    assert result["filesVerified"] >= 4 and result["bytesVerified"] > 0
+
+
+@pytest.mark.parametrize("drop_crc", [False, True], ids=["hadoop-crc", "own-crc"])
+def test_verify_names_a_corrupted_delta(copy, capsys, drop_crc):
+    # the newest committed delta of partition 0: every load of batch 4 replays it
+    delta = next(iter((copy / "state" / "0" / "0").glob("5_*.delta")))
+    data = bytearray(delta.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    delta.write_bytes(bytes(data))
+    if drop_crc:  # as on an object store: only lineagestore's own CRC32C can catch it
+        (delta.parent / f".{delta.name}.crc").unlink()
+    rc, out, _ = run(capsys, "verify", str(copy))
+    assert rc == EXIT_PROBLEMS
+    assert delta.name in out and "PROBLEMS FOUND" in out and "needed by batch(es) 4" in out
+    assert "checksum" in out
+
+
+def test_verify_names_a_deleted_shared_blob(copy, capsys):
+    store = next(s for s in inspect_json(capsys, copy)["stores"] if s["path"] == "state/0/1")
+    snap = next(z for z in store["snapshots"] if z["version"] == 4 and z["status"] == "committed")
+    blob = snap["blobs"][0]
+    (copy / "state" / "0" / "1" / "shared" / blob).unlink()
+    rc, out, _ = run(capsys, "verify", str(copy))
+    assert rc == EXIT_PROBLEMS
+    assert f"shared/{blob}" in out and "missing" in out
+    rc, out, _ = run(capsys, "verify", str(copy), "--json")
+    problems = json.loads(out)["problems"]
+    assert any(p["store"] == "state/0/1" and 3 in p["batches"] and blob in p["error"] for p in problems)
+
+
+# ---- gc ---------------------------------------------------------------------------------------------------
+
+
+def test_gc_dry_run_lists_then_apply_deletes_and_the_rest_verifies(copy, capsys):
+    stray = copy / "state" / "0" / "0" / "shared" / "stray-upload.sst"
+    stray.write_bytes(b"left by a crashed upload")
+    before = _tree(copy)
+
+    rc, out, _ = run(capsys, "gc", str(copy), "--retain", "1")
+    assert rc == EXIT_OK
+    assert "dry run" in out and "would delete" in out
+    assert "keep    shared/stray-upload.sst" in out  # younger than the default 6h grace period
+    assert "attempt outside the committed lineage" in out
+    assert _tree(copy) == before  # nothing deleted
+
+    rc, out, _ = run(capsys, "gc", str(copy), "--retain", "1", "--grace", "0s", "--json")
+    plan = json.loads(out)
+    assert rc == EXIT_OK and not plan["applied"] and plan["deleteFiles"] > 0
+    for s in plan["stores"]:
+        deleted = {d["file"].split("_")[0] for d in s["delete"] if not d["file"].startswith("shared/")}
+        assert deleted == {"1", "2", "3", "4"}  # versions below the snapshot base 4, and the orphan of 4
+        assert s["oldestRetained"] == 5 and s["snapshotBase"].startswith("4_")
+    assert any(d["file"] == "shared/stray-upload.sst" for d in plan["stores"][0]["delete"])
+    assert _tree(copy) == before
+
+    rc, out, _ = run(capsys, "gc", str(copy), "--retain", "1", "--grace", "0s", "--apply")
+    assert rc == EXIT_OK, out
+    assert "total: deleted" in out
+    after = _tree(copy)
+    gone = set(before) - set(after)
+    planned = {f"{s['path']}/{d['file']}" for s in plan["stores"] for d in s["delete"]}
+    assert {g for g in gone if not Path(g).name.startswith(".")} == planned
+    assert not stray.exists()
+
+    report = inspect_json(capsys, copy)
+    assert report["totals"]["orphanAttempts"] == 0 and report["totals"]["orphanBlobs"] == 0
+    rc, out, _ = run(capsys, "verify", str(copy), "--json")
+    result = json.loads(out)
+    assert rc == EXIT_OK, out
+    assert result["batches"] == [3, 4] and result["skippedBatches"] == [0, 1, 2]
+
+
+# ---- clone ------------------------------------------------------------------------------------------------
+
+
+def test_clone_restarts_the_query_and_leaves_the_source_unchanged(base, spark, capsys, tmp_path):
+    source, src = base
+    dst = tmp_path / "clone"
+    src_before = _tree(src)
+    rc, out, err = run(capsys, "clone", str(src), str(dst))
+    assert rc == EXIT_OK, err
+    assert "hard-linked" in out
+    assert _tree(dst) == src_before
+    delta = next(iter((src / "state" / "0" / "0").glob("5_*.delta")))
+    assert delta.stat().st_ino == (dst / delta.relative_to(src)).stat().st_ino  # immutable: shared
+    assert (src / "commits" / "4").stat().st_ino != (dst / "commits" / "4").stat().st_ino  # Spark's: copied
+
+    # one more batch on the clone; it restores the state from the cloned files
+    _write_input(source, 5)
+    totals: dict[str, int] = {}
+    query = _start(spark, source, dst, totals)
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert totals == _oracle(6)  # every user appears in batch 5, with its running total
+    _wait_stable(dst)
+    assert (dst / "commits" / "5").is_file()
+    assert _tree(src) == src_before
+    rc, out, _ = run(capsys, "verify", str(dst))
+    assert rc == EXIT_OK, out
+
+
+def test_clone_with_new_query_id(base, capsys, tmp_path):
+    dst = tmp_path / "clone"
+    rc, out, _ = run(capsys, "clone", str(base[1]), str(dst), "--new-query-id", "--json")
+    result = json.loads(out)
+    assert rc == EXIT_OK and result["newQueryId"]
+    src_id = json.loads((base[1] / "metadata").read_text())["id"]
+    dst_id = json.loads((dst / "metadata").read_text())["id"]
+    assert dst_id == result["queryId"] != src_id
+
+
+# ---- bad input and the installed command ------------------------------------------------------------------
+
+
+def test_bad_input_is_named_with_exit_code_3(base, capsys, tmp_path):
+    rc, _, err = run(capsys, "inspect", str(tmp_path / "nothing"))
+    assert rc == EXIT_BAD_CHECKPOINT and "nothing does not exist" in err
+    rc, _, err = run(capsys, "verify", str(tmp_path))
+    assert rc == EXIT_BAD_CHECKPOINT and "is not a Spark streaming checkpoint" in err
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("x")
+    rc, _, err = run(capsys, "clone", str(base[1]), str(tmp_path / "full"))
+    assert rc == EXIT_BAD_CHECKPOINT and "exists and is not empty" in err
+    bad = tmp_path / "badcommit"
+    shutil.copytree(base[1], bad)
+    (bad / "commits" / "4").write_text("v2\n{not json")
+    (bad / "commits" / ".4.crc").unlink()
+    rc, _, err = run(capsys, "inspect", str(bad))
+    assert rc == EXIT_BAD_CHECKPOINT and "commits/4 holds unreadable JSON" in err
+
+
+def test_usage_errors_exit_2(capsys):
+    for argv in (["gc", "x", "--retain", "0"], ["gc", "x", "--grace", "soon"], ["frobnicate"]):
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        assert e.value.code == 2
+    assert "must be at least 1" in capsys.readouterr().err
+
+
+def test_console_script_runs_its_own_gateway_jvm(base):
+    exe = Path(sys.executable).parent / "lineagestore"
+    out = subprocess.run(
+        [str(exe), "verify", str(base[1]), "--json"], capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == EXIT_OK, out.stderr
+    assert json.loads(out.stdout)["ok"]
