@@ -1,0 +1,61 @@
+"""A stateful query run as its own process, so a test can kill it with SIGKILL at any moment.
+
+Usage: python query.py <work dir>
+Reads JSON events from <work>/input (one file per batch, maxFilesPerTrigger=1), deduplicates them by event
+id (state), counts per key (state), and writes both through IdempotentBatchWriter, exactly once per batch.
+Exits 0 once every input file is processed.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+import lineagestore
+from lineagestore.sinks import IdempotentBatchWriter
+
+
+def main(work: Path) -> None:
+    builder = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.streaming.stateStore.minDeltasForSnapshot", "2")
+        .config("spark.sql.streaming.stateStore.maintenanceInterval", "1s")
+    )
+    spark = lineagestore.configure(builder).getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    events = (
+        spark.readStream.schema("id long, key string")
+        .option("maxFilesPerTrigger", 1)
+        .json(str(work / "input"))
+    )
+    distinct = events.dropDuplicates(["id"])
+    dedup_writer = IdempotentBatchWriter(str(work / "out-distinct"), fmt="json")
+    counts_writer = IdempotentBatchWriter(str(work / "out-counts"), fmt="json")
+    q1 = (
+        distinct.writeStream.foreachBatch(dedup_writer)
+        .option("checkpointLocation", str(work / "ck-distinct"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    q2 = (
+        distinct.groupBy("key")
+        .agg(F.count("*").alias("n"))
+        .writeStream.outputMode("update")
+        .foreachBatch(counts_writer)
+        .option("checkpointLocation", str(work / "ck-counts"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    q1.awaitTermination()
+    q2.awaitTermination()
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))
