@@ -1,0 +1,521 @@
+"""One benchmark cell: one provider x one workload x one store, in a fresh Python process and JVM.
+
+``python cell.py SPEC.json`` reads the cell's specification (written by run.py), runs it and writes the
+result JSON to ``spec["result_path"]``. A fresh process per cell gives every provider a cold JVM, its own
+peak-memory figure (VmHWM of the JVM) and no leftovers of another provider's run.
+
+What a cell does, in order (the query runs with a processing-time trigger of 0 s; each batch's input file
+is added only after the previous batch finished, so the store's requests are attributed to one batch):
+
+1. load batch (fills the state), then ``batches`` steady batches; per batch: StreamingQueryProgress
+   (durations, state operator metrics incl. custom metrics) and the store requests/bytes since the
+   previous batch (from the counting filesystem, or s3a's own statistics on S3);
+2. an idle window with the query still running and no input (only maintenance works), then the storage
+   footprint of the state directory;
+3. stop, unload every state store of the JVM (``StateStore.unloadAll``), restart on the same local
+   directory and run one small batch: *warm restore*;
+4. stop, unload, restart on a fresh, empty local directory: *cold restore*;
+5. peak RSS of the JVM, snapshot-upload and clean-up times from the providers' logs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+import workloads  # noqa: E402
+
+RDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+LINEAGE = "io.lineagestore.spark.LineageStateStoreProvider"
+
+# name -> (provider class, checkpoint format version, extra SQL confs)
+PROVIDERS: dict[str, tuple[str, int, dict[str, str]]] = {
+    "lineagestore": (LINEAGE, 2, {}),
+    "rocksdb_v2": (RDB, 2, {"spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true"}),
+    "rocksdb_v1": (RDB, 1, {"spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true"}),
+    "hdfs": (HDFS, 1, {}),
+}
+OPS = ("PUT", "GET", "LIST", "DELETE", "RENAME", "HEAD", "MKDIR")
+LOCAL_DIR_KEY = "spark.sql.streaming.stateStore.lineagestore.localDir"
+BATCH_TIMEOUT_S = 600
+
+# s3a IOStatistics counter -> request type (on S3 a rename is a COPY plus a DELETE)
+S3A_COUNTERS = {
+    "object_put_request": "PUT",
+    "multipart_upload_part_put": "PUT",
+    "action_http_get_request": "GET",
+    "object_list_request": "LIST",
+    "object_continue_list_request": "LIST",
+    "object_delete_request": "DELETE",
+    "object_bulk_delete_request": "DELETE",
+    "object_copy_requests": "RENAME",
+    "action_http_head_request": "HEAD",
+}
+
+
+# ------------------------------------------------------------------------------------------ store I/O
+class LocalCounters:
+    """Requests counted by io.lineagestore.bench.CountingFileSystem (the lsbench:// scheme)."""
+
+    areas = ("state", "meta")
+
+    def __init__(self, spark):
+        self._cls = spark._jvm.io.lineagestore.bench.CountingFileSystem
+
+    def raw(self) -> dict[str, int]:
+        return {str(k): int(v) for k, v in dict(self._cls.snapshot()).items()}
+
+
+class S3Counters:
+    """Requests counted by the s3a filesystem of the bucket (IOStatistics); no state/meta split."""
+
+    areas = ("all",)
+
+    def __init__(self, spark, bucket: str):
+        jvm = spark._jvm
+        conf = spark.sparkContext._jsc.hadoopConfiguration()
+        self._fs = jvm.org.apache.hadoop.fs.FileSystem.get(jvm.java.net.URI(f"s3a://{bucket}/"), conf)
+
+    def raw(self) -> dict[str, int]:
+        counters = {str(k): int(v) for k, v in dict(self._fs.getIOStatistics().counters()).items()}
+        out: dict[str, int] = {}
+        for name, op in S3A_COUNTERS.items():
+            out[f"count|{op}|all|all"] = out.get(f"count|{op}|all|all", 0) + counters.get(name, 0)
+        out["bytes|PUT|all|all"] = counters.get("object_put_bytes", 0)
+        out["bytes|GET|all|all"] = counters.get("stream_read_bytes", 0)
+        out.update({f"s3a|{k}": v for k, v in counters.items() if v})
+        return out
+
+
+def diff(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
+    return {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0)}
+
+
+def summarize_ops(d: dict[str, int], area: str) -> dict[str, int]:
+    """Request counts by type and PUT/GET bytes of one area from a counter diff."""
+    out = {op: 0 for op in OPS}
+    out["put_bytes"] = out["get_bytes"] = 0
+    for key, value in d.items():
+        parts = key.split("|")
+        if len(parts) != 4 or parts[2] != area:
+            continue
+        what, op = parts[0], parts[1]
+        if what == "count":
+            out[op] = out.get(op, 0) + value
+        elif what == "bytes" and op in ("PUT", "GET"):
+            out[f"{op.lower()}_bytes"] += value
+    return out
+
+
+def by_kind(d: dict[str, int], what: str, op: str, area: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for key, value in d.items():
+        parts = key.split("|")
+        if len(parts) == 4 and parts[0] == what and parts[1] == op and parts[2] == area:
+            out[parts[3]] = out.get(parts[3], 0) + value
+    return out
+
+
+# ------------------------------------------------------------------------------------------- footprint
+def kind_of(name: str) -> str:
+    for kind in ("crc", "sst", "zip", "changelog", "delta", "snapshot"):
+        if name.endswith("." + kind) or f".{kind}." in name:
+            return kind
+    return "other"
+
+
+def footprint(spark, state_uri: str) -> dict[str, Any]:
+    """Bytes and files under the state directory by kind (through Hadoop, so it works on every store)."""
+    jvm = spark._jvm
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    path = jvm.org.apache.hadoop.fs.Path(state_uri)
+    fs = path.getFileSystem(conf)
+    total = files = 0
+    kinds: dict[str, dict[str, int]] = {}
+    if not fs.exists(path):
+        return {"bytes": 0, "files": 0, "by_kind": {}}
+    it = fs.listFiles(path, True)
+    while it.hasNext():
+        st = it.next()
+        name = st.getPath().getName()
+        if "/_metadata/" in st.getPath().toUri().getPath():
+            kind = "metadata"
+        else:
+            kind = kind_of(name)
+        k = kinds.setdefault(kind, {"bytes": 0, "files": 0})
+        k["bytes"] += st.getLen()
+        k["files"] += 1
+        total += st.getLen()
+        files += 1
+    return {"bytes": total, "files": files, "by_kind": kinds}
+
+
+# ------------------------------------------------------------------------------------------------ logs
+LOG_PATTERNS = {
+    "snapshot_upload_ms": [
+        re.compile(r"Upload snapshot of version \d+.*?time taken: (\d+) ms"),  # RocksDB (both formats)
+        re.compile(r"writeSnapshotFile\(\) took (\d+) ms"),  # HDFSBackedStateStoreProvider
+    ],
+    "cleanup_ms": [
+        re.compile(r"Cleaned old data, time taken: (\d+) ms"),  # RocksDB
+        re.compile(r"deleting files took (\d+) ms"),  # HDFSBackedStateStoreProvider
+    ],
+}
+
+
+def parse_log(path: Path, start_ms: float, end_ms: float) -> dict[str, list[int]]:
+    """Timings the providers log (INFO of org.apache.spark.sql.execution.streaming.state) in a window."""
+    out: dict[str, list[int]] = {k: [] for k in LOG_PATTERNS}
+    if not path.is_file():
+        return out
+    with open(path, errors="replace") as f:
+        for line in f:
+            ts, _, rest = line.partition(" ")
+            if not ts.isdigit() or not start_ms <= int(ts) <= end_ms:
+                continue
+            for name, patterns in LOG_PATTERNS.items():
+                for p in patterns:
+                    m = p.search(rest)
+                    if m:
+                        out[name].append(int(m.group(1)))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- memory
+def proc_status(pid: int) -> dict[str, int]:
+    out = {}
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("VmHWM", "VmRSS"):
+                out[key] = int(value.split()[0]) * 1024
+    except OSError:
+        pass
+    return out
+
+
+# ------------------------------------------------------------------------------------------- progress
+STATE_FIELDS = (
+    "numRowsTotal",
+    "numRowsUpdated",
+    "numRowsRemoved",
+    "commitTimeMs",
+    "allUpdatesTimeMs",
+    "allRemovalsTimeMs",
+    "memoryUsedBytes",
+)
+
+
+def progress_record(p: dict[str, Any]) -> dict[str, Any]:
+    """The parts of a StreamingQueryProgress the report uses; state metrics summed over operators."""
+    state: dict[str, Any] = {k: 0 for k in STATE_FIELDS}
+    custom: dict[str, int] = {}
+    for op in p.get("stateOperators", []):
+        for k in STATE_FIELDS:
+            state[k] += int(op.get(k, 0) or 0)
+        for k, v in (op.get("customMetrics") or {}).items():
+            if isinstance(v, int | float):
+                custom[k] = custom.get(k, 0) + int(v)
+    return {
+        "batchId": p["batchId"],
+        "numInputRows": p.get("numInputRows", 0),
+        "durationMs": p.get("durationMs", {}),
+        "state": state,
+        "custom": custom,
+        "operators": len(p.get("stateOperators", [])),
+    }
+
+
+class Runner:
+    def __init__(self, spec: dict[str, Any]):
+        self.spec = spec
+        self.work = Path(spec["work_dir"])
+        self.input_root = self.work / "input"
+        self.sizes = workloads.Sizes(**spec["sizes"])
+        self.workload = spec["workload"]
+        self.provider = spec["provider"]
+        self.store = spec["store"]
+        self.checkpoint = spec["checkpoint_uri"]
+        self.spark = None
+        self.counters: LocalCounters | S3Counters | None = None
+        self.query = None
+        self.next_batch_id = 0
+        self.batch_no = 0
+        self.result: dict[str, Any] = {
+            "provider": self.provider,
+            "workload": self.workload,
+            "store": self.store,
+            "round": spec["round"],
+            "batches": [],
+            "status": "running",
+        }
+
+    # ------------------------------------------------------------------------------------ session
+    def start_session(self) -> None:
+        """Starts the JVM and SparkSession with the settings common to every provider."""
+        from pyspark.sql import SparkSession
+
+        s = self.spec
+        log_opts = f"-Dlog4j2.configurationFile=file:{s['log4j_conf']} -Dlsbench.log={s['log_path']}"
+        builder = (
+            SparkSession.builder.master(f"local[{s['cores']}]")
+            .appName("lsbench")
+            .config("spark.driver.memory", s["driver_memory"])
+            .config("spark.driver.extraJavaOptions", log_opts)
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.local.dir", s["spark_local_dir"])
+            .config("spark.sql.session.timeZone", "UTC")
+            .config("spark.sql.shuffle.partitions", str(s["partitions"]))
+            .config("spark.default.parallelism", str(s["partitions"]))
+            .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
+        )
+        jars = [s["lineagestore_jar"], *s.get("extra_jars", [])]
+        builder = builder.config("spark.jars", ",".join(jars))
+        if self.store == "local":
+            builder = (
+                builder.config("spark.driver.extraClassPath", s["counting_classes"])
+                .config("spark.hadoop.fs.lsbench.impl", "io.lineagestore.bench.CountingFileSystem")
+                .config(
+                    "spark.hadoop.fs.AbstractFileSystem.lsbench.impl",
+                    "io.lineagestore.bench.CountingFileSystem$Fs",
+                )
+            )
+        self.spark = builder.getOrCreate()
+        self.jvm_pid = int(self.spark._jvm.java.lang.ProcessHandle.current().pid())
+
+    def use(self, spark, jvm_pid: int) -> None:
+        """Sets this cell's provider (SQL confs are read when a query starts) and store."""
+        self.spark, self.jvm_pid = spark, jvm_pid
+        s = self.spec
+        cls, fmt, extra = PROVIDERS[self.provider]
+        conf = spark.conf
+        conf.set("spark.sql.streaming.stateStore.providerClass", cls)
+        conf.set("spark.sql.streaming.stateStore.checkpointFormatVersion", str(fmt))
+        conf.set("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "false")
+        conf.set(LOCAL_DIR_KEY, str(self.work / "local-warm"))
+        for k, v in {**extra, **s["confs"]}.items():
+            conf.set(k, v)
+        hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+        for k, v in s.get("hadoop_conf", {}).items():
+            hadoop.set(k, v)
+        if self.store == "s3":  # credentials come from the environment only (run.py), never from the spec
+            prefix = f"fs.s3a.bucket.{s['bucket']}."
+            hadoop.set(prefix + "access.key", os.environ["LSBENCH_S3_ACCESS_KEY"])
+            hadoop.set(prefix + "secret.key", os.environ["LSBENCH_S3_SECRET_KEY"])
+            self.counters = S3Counters(spark, s["bucket"])
+        else:
+            self.counters = LocalCounters(spark)
+        self.result["jvm_pid"] = jvm_pid
+        self.result["shared_jvm"] = bool(s.get("shared_jvm"))
+
+    def unload_all(self) -> None:
+        """Close every loaded state store provider in this JVM (as an executor restart would)."""
+        jvm = self.spark._jvm
+        module = getattr(jvm.org.apache.spark.sql.execution.streaming.state, "StateStore$")
+        getattr(module, "MODULE$").unloadAll()
+
+    # -------------------------------------------------------------------------------------- query
+    def start_query(self):
+        for source in workloads.sources(self.workload):
+            (self.input_root / source).mkdir(parents=True, exist_ok=True)
+        df, mode = workloads.build_query(self.spark, self.workload, self.sizes, self.input_root)
+        return (
+            df.writeStream.outputMode(mode)
+            .format("noop")
+            .option("checkpointLocation", self.checkpoint)
+            .queryName(f"lsbench_{self.workload}")
+            .trigger(processingTime="0 seconds")
+            .start()
+        )
+
+    def wait_batch(self, batch_id: int) -> dict[str, Any]:
+        deadline = time.monotonic() + BATCH_TIMEOUT_S
+        while time.monotonic() < deadline:
+            p = self.query.lastProgress
+            if p is not None and p["batchId"] >= batch_id and "addBatch" in p["durationMs"]:
+                return json.loads(p.json) if hasattr(p, "json") else dict(p)
+            if not self.query.isActive:
+                exc = self.query.exception()
+                raise RuntimeError(f"query stopped: {exc}")
+            time.sleep(0.01)
+        raise TimeoutError(f"batch {batch_id} did not finish within {BATCH_TIMEOUT_S}s")
+
+    def run_batch(self, kind: str) -> tuple[dict[str, Any], dict[str, int]]:
+        """Writes the next input batch, waits for its micro-batch, returns its record."""
+        rows = workloads.write_batch(
+            self.workload, self.sizes, self.batch_no, kind, self.input_root, self.spec["seed"]
+        )
+        before = self.counters.raw()
+        t0 = time.monotonic()
+        p = self.wait_batch(self.next_batch_id)
+        wall = (time.monotonic() - t0) * 1000
+        d = diff(self.counters.raw(), before)
+        rec = progress_record(p)
+        rec.update(kind=kind, input_rows=rows, wall_ms=round(wall, 1), io=self._io(d))
+        rec["rss"] = proc_status(self.jvm_pid).get("VmRSS", 0)
+        self.next_batch_id = p["batchId"] + 1
+        self.batch_no += 1
+        return rec, d
+
+    def _io(self, d: dict[str, int]) -> dict[str, dict[str, int]]:
+        return {area: summarize_ops(d, area) for area in self.counters.areas}
+
+    # --------------------------------------------------------------------------------------- run
+    def run(self) -> dict[str, Any]:
+        s = self.spec
+        r = self.result
+        r["versions"] = {
+            "spark": self.spark.version,
+            "java": self.spark._jvm.java.lang.System.getProperty("java.version"),
+        }
+        self.query = self.start_query()
+        t_start = time.time() * 1000
+        steady_raw_before = None
+        for i in range(1 + s["batches"]):
+            kind = "load" if i == 0 else "steady"
+            rec, _ = self.run_batch(kind)
+            r["batches"].append(rec)
+            if i == s["warmup"]:  # the steady window starts after the load batch and the warm-up batches
+                steady_raw_before = self.counters.raw()
+                t_steady = time.time() * 1000
+            if s.get("verbose"):
+                print(
+                    f"  batch {rec['batchId']} {kind} {rec['durationMs'].get('triggerExecution')} ms",
+                    flush=True,
+                )
+        if steady_raw_before is None:
+            steady_raw_before = self.counters.raw()
+            t_steady = time.time() * 1000
+        steady_end = self.counters.raw()
+        steady = diff(steady_end, steady_raw_before)
+        # idle window: the query keeps running without input; only maintenance does anything
+        time.sleep(s["idle_s"])
+        idle = diff(self.counters.raw(), steady_end)
+        t_idle_end = time.time() * 1000
+        areas = self.counters.areas
+        r["steady"] = {
+            "batches": s["batches"] - s["warmup"],
+            "io": self._io(steady),
+            "put_bytes_by_kind": {a: by_kind(steady, "bytes", "PUT", a) for a in areas},
+            "put_count_by_kind": {a: by_kind(steady, "count", "PUT", a) for a in areas},
+            "list_by_kind": {a: by_kind(steady, "count", "LIST", a) for a in areas},
+            "delete_by_kind": {a: by_kind(steady, "count", "DELETE", a) for a in areas},
+            "raw": steady if self.store == "s3" else {},
+        }
+        r["idle"] = {"seconds": s["idle_s"], "io": self._io(idle)}
+        r["footprint"] = footprint(self.spark, self.checkpoint.rstrip("/") + "/state")
+        r["log"] = parse_log(Path(s["log_path"]), t_steady, t_idle_end)
+        r["log_all"] = parse_log(Path(s["log_path"]), t_start, t_idle_end)
+        self.query.stop()
+        self.query = None
+        self.unload_all()
+        r["restore"] = {}
+        for phase in ("warm", "cold"):
+            if phase == "cold":
+                self.spark.conf.set(LOCAL_DIR_KEY, str(self.work / "local-cold"))
+            before = self.counters.raw()
+            t0 = time.monotonic()
+            self.query = self.start_query()
+            rec, _ = self.run_batch("restore")
+            restart_ms = (time.monotonic() - t0) * 1000
+            d = diff(self.counters.raw(), before)
+            rec.update(restart_ms=round(restart_ms, 1), io=self._io(d))
+            r["restore"][phase] = rec
+            self.query.stop()
+            self.query = None
+            self.unload_all()
+        r["memory"] = {} if s.get("shared_jvm") else proc_status(self.jvm_pid)
+        r["local_dirs"] = {name: _du(self.work / name) for name in ("local-warm", "local-cold")}
+        r["status"] = "ok"
+        return r
+
+
+def _du(path: Path) -> int:
+    total = 0
+    for d, _, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(d, f)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def _short_error(exc: BaseException) -> str:
+    text = getattr(exc, "_desc", None) or str(exc)
+    text = text.split("\n\nJVM stacktrace:")[0].split("=== Streaming Query ===")[0]
+    return f"{type(exc).__name__}: {text.strip()[:1500]}"
+
+
+UNSUPPORTED = ("STORE_BACKEND_NOT_SUPPORTED_FOR_TWS", "STATE_STORE_PROVIDER_DOES_NOT_SUPPORT")
+
+
+def run_cell(runner: Runner) -> bool:
+    """Runs one cell in the current session; writes its result file; False if it failed."""
+    ok = True
+    try:
+        runner.run()
+    except BaseException as exc:  # recorded in the result; the run goes on with the next cell
+        msg = _short_error(exc)
+        runner.result["error"] = msg
+        runner.result["status"] = "unsupported" if any(u in msg for u in UNSUPPORTED) else "failed"
+        if runner.result["status"] == "failed":
+            runner.result["traceback"] = traceback.format_exc()[-4000:]
+            ok = False
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+    finally:
+        if runner.query is not None:
+            try:
+                runner.query.stop()
+            except Exception:
+                pass
+            runner.query = None
+        if runner.spark is not None:
+            try:
+                runner.unload_all()
+            except Exception:
+                pass
+        Path(runner.spec["result_path"]).write_text(json.dumps(runner.result, indent=1, sort_keys=True))
+    return ok
+
+
+def main(argv: list[str]) -> int:
+    """``cell.py SPEC.json [SPEC.json ...]``: the cells run one after the other in one JVM."""
+    specs = [json.loads(Path(a).read_text()) for a in argv[1:]]
+    first = Runner(specs[0])
+    failed = 0
+    try:
+        first.start_session()
+    except BaseException as exc:
+        for spec in specs:
+            r = Runner(spec)
+            r.result.update(status="failed", error=f"session start: {_short_error(exc)}")
+            Path(spec["result_path"]).write_text(json.dumps(r.result, indent=1, sort_keys=True))
+        return 1
+    spark, pid = first.spark, first.jvm_pid
+    try:
+        for spec in specs:
+            runner = first if spec is specs[0] else Runner(spec)
+            runner.use(spark, pid)
+            failed += not run_cell(runner)
+            print(f"cell {spec['workload']} {spec['provider']}: {runner.result['status']}", flush=True)
+    finally:
+        spark.stop()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

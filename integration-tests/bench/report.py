@@ -1,0 +1,428 @@
+#!/usr/bin/env python3
+"""Figures, ratios, targets, markdown and plots from a benchmark's results.json.
+
+    python integration-tests/bench/report.py docs/benchmarks/<name>     # re-create the report
+
+Per cell (one provider x workload x round) the figures below are computed; over rounds the median is taken;
+every figure of every provider is divided by the baseline's (Spark's RocksDB provider, format V2) of the
+same run. "steady" means the batches after the load batch and the warm-up batches.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+OPS = ("PUT", "GET", "LIST", "DELETE", "RENAME", "HEAD")
+
+# name -> (label, unit); the order of the tables
+FIGURES: dict[str, tuple[str, str]] = {
+    "batch_p50_ms": ("batch duration p50", "ms"),
+    "batch_p95_ms": ("batch duration p95", "ms"),
+    "commit_p50_ms": ("state commit p50", "ms"),
+    "commit_p95_ms": ("state commit p95", "ms"),
+    "snapshot_upload_ms": ("snapshot upload (median per store)", "ms"),
+    "put_bytes_per_batch": ("bytes written to the store / batch", "B"),
+    "requests_per_batch": ("requests to the store / batch", ""),
+    "list_per_batch": ("LIST requests / batch", ""),
+    "list_idle": ("LIST requests in the idle window", ""),
+    "delete_per_batch": ("DELETE requests / batch", ""),
+    "cleanup_ms": ("clean-up (median per run)", "ms"),
+    "warm_restore_ms": ("warm restore: first batch", "ms"),
+    "warm_restore_get_bytes": ("warm restore: bytes read from the store", "B"),
+    "cold_restore_ms": ("cold restore: first batch", "ms"),
+    "cold_restore_get_bytes": ("cold restore: bytes read from the store", "B"),
+    "footprint_bytes": ("storage footprint after the run", "B"),
+    "footprint_files": ("files in the state directory", ""),
+    "peak_rss_bytes": ("peak RSS of the JVM", "B"),
+    "state_memory_max_bytes": ("state memory reported (max)", "B"),
+}
+
+# (figure, comparison, threshold, label): ratio targets against the baseline, absolute ones on lineagestore
+TARGETS = [
+    ("batch_p50_ms", "ratio<=", 0.9, "batch duration p50 <= 0.9x"),
+    ("commit_p95_ms", "ratio<=", 0.7, "commit p95 <= 0.7x"),
+    ("put_bytes_per_batch", "ratio<=", 1.0, "bytes uploaded per batch <= 1.0x"),
+    ("list_steady_maintenance", "abs==", 0, "LIST requests in steady-state maintenance = 0"),
+    ("warm_restore_get_bytes", "abs==", 0, "warm restore downloads 0 bytes"),
+    ("footprint_bytes", "ratio<=", 1.0, "storage footprint after the run <= 1.0x"),
+]
+
+
+def _pct(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    s = sorted(values)
+    k = (len(s) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def _median(values: list[float]) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def stores_per_partition(workload: str) -> int:
+    return 4 if workload == "join" else 1
+
+
+def cell_figures(cell: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
+    """The figures of one finished cell."""
+    settings = meta["settings"]
+    area = "all" if cell.get("store") == "s3" else "state"
+    batches = cell.get("batches", [])
+    steady = batches[settings["warmup"] + 1 :]
+    n = max(1, cell["steady"]["batches"])
+    io = cell["steady"]["io"][area]
+    trig = [b["durationMs"].get("triggerExecution", 0) for b in steady]
+    commit = [b["state"]["commitTimeMs"] for b in steady]
+    f: dict[str, Any] = {
+        "batch_p50_ms": _pct(trig, 0.5),
+        "batch_p95_ms": _pct(trig, 0.95),
+        "commit_p50_ms": _pct(commit, 0.5),
+        "commit_p95_ms": _pct(commit, 0.95),
+        "put_bytes_per_batch": io["put_bytes"] / n,
+        "get_bytes_per_batch": io["get_bytes"] / n,
+        "requests_per_batch": sum(io[op] for op in OPS) / n,
+        "requests_by_type": {op: io[op] / n for op in OPS},
+        "list_per_batch": io["LIST"] / n,
+        "list_idle": cell["idle"]["io"][area]["LIST"],
+        "list_steady_maintenance": io["LIST"] + cell["idle"]["io"][area]["LIST"],
+        "delete_per_batch": io["DELETE"] / n,
+        "put_bytes_by_kind": {k: v / n for k, v in cell["steady"]["put_bytes_by_kind"][area].items()},
+        "footprint_bytes": cell["footprint"]["bytes"],
+        "footprint_files": cell["footprint"]["files"],
+        "footprint_by_kind": cell["footprint"]["by_kind"],
+        "peak_rss_bytes": cell.get("memory", {}).get("VmHWM"),
+        "state_memory_max_bytes": max((b["state"]["memoryUsedBytes"] for b in batches), default=None),
+        "batch_ms_series": [b["durationMs"].get("triggerExecution", 0) for b in batches],
+    }
+    logs = cell.get("log", {})
+    uploads = list(logs.get("snapshot_upload_ms", []))
+    if not uploads:  # lineagestore reports the last upload time per store as a metric, not in its log
+        n_stores = meta["settings"]["partitions"] * stores_per_partition(cell["workload"])
+        prev = None
+        for b in steady:
+            count = b["custom"].get("lineagestoreSnapshotsUploaded")
+            if count is not None and prev is not None and count > prev:
+                uploads.append(b["custom"].get("lineagestoreSnapshotUploadMs", 0) / n_stores)
+            prev = count
+    f["snapshot_upload_ms"] = _median(uploads)
+    f["snapshot_uploads_seen"] = len(uploads)
+    f["cleanup_ms"] = _median(logs.get("cleanup_ms", []))
+    for phase in ("warm", "cold"):
+        rec = cell.get("restore", {}).get(phase)
+        if rec:
+            f[f"{phase}_restore_ms"] = rec["durationMs"].get("triggerExecution")
+            f[f"{phase}_restart_ms"] = rec.get("restart_ms")
+            f[f"{phase}_restore_get_bytes"] = rec["io"][area]["get_bytes"]
+            f[f"{phase}_restore_get_requests"] = rec["io"][area]["GET"]
+            f[f"{phase}_restore_list_requests"] = rec["io"][area]["LIST"]
+    return f
+
+
+def summarize(data: dict[str, Any]) -> dict[str, Any]:
+    meta, cells = data["meta"], data["cells"]
+    baseline = meta["baseline"]
+    per: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    status: dict[str, dict[str, dict[str, Any]]] = {}
+    for c in cells:
+        st = status.setdefault(c["workload"], {}).setdefault(c["provider"], {"ok": 0, "errors": []})
+        if c.get("status") == "ok":
+            st["ok"] += 1
+            per.setdefault(c["workload"], {}).setdefault(c["provider"], []).append(cell_figures(c, meta))
+        else:
+            st["errors"].append(f"{c.get('status')}: {c.get('error', '')}"[:600])
+    workloads: dict[str, Any] = {}
+    for w in meta["workloads"]:
+        provs: dict[str, Any] = {}
+        for p in meta["providers"]:
+            figs = per.get(w, {}).get(p, [])
+            if not figs:
+                continue
+            med: dict[str, Any] = {}
+            for key, value in figs[0].items():
+                if isinstance(value, int | float) or value is None:
+                    med[key] = _median([f[key] for f in figs])
+                elif isinstance(value, dict):
+                    keys = sorted({k for f in figs for k in f[key]})
+                    if all(isinstance(figs[0][key].get(k, 0), int | float) for k in keys):
+                        med[key] = {k: _median([f[key].get(k, 0) for f in figs]) for k in keys}
+                    else:
+                        med[key] = value
+                else:
+                    med[key] = value  # series: the first round's
+            provs[p] = {"figures": med, "rounds": len(figs)}
+        base = provs.get(baseline, {}).get("figures")
+        for _p, entry in provs.items():
+            entry["ratios"] = {}
+            if base:
+                for key in FIGURES:
+                    v, b = entry["figures"].get(key), base.get(key)
+                    if v is not None and b:
+                        entry["ratios"][key] = v / b
+                    elif v == 0 and b == 0:
+                        entry["ratios"][key] = 1.0
+        targets = []
+        ls = provs.get("lineagestore")
+        for key, cmp, threshold, label in TARGETS:
+            row: dict[str, Any] = {"target": label, "figure": key}
+            if ls is None:
+                row.update(met=None, note="lineagestore did not run")
+            elif cmp == "abs==":
+                value = ls["figures"].get(key)
+                row.update(value=value, met=value == threshold)
+            else:
+                ratio = ls["ratios"].get(key)
+                row.update(
+                    value=ls["figures"].get(key),
+                    baseline=(base or {}).get(key),
+                    ratio=ratio,
+                    met=None if ratio is None else ratio <= threshold,
+                )
+            targets.append(row)
+        workloads[w] = {"providers": provs, "targets": targets, "status": status.get(w, {})}
+    return {"meta": meta, "workloads": workloads}
+
+
+# ------------------------------------------------------------------------------------------- markdown
+def fmt(value: Any, unit: str = "") -> str:
+    if value is None:
+        return "–"
+    if unit == "B":
+        v = float(value)
+        for u in ("B", "KiB", "MiB", "GiB"):
+            if abs(v) < 1024 or u == "GiB":
+                return f"{v:.0f} {u}" if u == "B" else f"{v:.1f} {u}"
+            v /= 1024
+    if isinstance(value, float):
+        return f"{value:.0f}" if abs(value) >= 100 else f"{value:.2f}".rstrip("0").rstrip(".")
+    return str(value)
+
+
+def fmt_ratio(r: float | None) -> str:
+    return "–" if r is None else f"{r:.2f}x"
+
+
+def markdown(summary: dict[str, Any]) -> str:
+    meta = summary["meta"]
+    s, m, v = meta["settings"], meta["machine"], meta["versions"]
+    lines = [
+        f"# Benchmark results: preset `{meta['preset']}`, store `{meta['store']}`",
+        "",
+        f"Generated by `integration-tests/bench/run.py` ({meta['started']}, {meta['wall_seconds']:.0f} s wall).",
+        f"Command: `{meta['command']}`. Ratios are to `{meta['baseline']}` in the same run (lower is better).",
+        "",
+        "## Machine, versions, settings",
+        "",
+        f"- machine: {m.get('nproc')} CPUs ({m.get('cpu', '?')}), {fmt(m.get('memory_bytes'), 'B')} RAM, "
+        f"{m.get('platform')}; load average at start {', '.join(f'{x:.1f}' for x in m.get('loadavg_start', []))}"
+        f", at end {', '.join(f'{x:.1f}' for x in m.get('loadavg_end', []))} (the machine was shared)",
+        f"- versions: Spark {v.get('spark-sql_2.13', '?')} (PySpark {v.get('pyspark')}), "
+        f"Hadoop {v.get('hadoop-client-api', '?')}, rocksdbjni {v.get('rocksdbjni', '?')}, {v.get('java', '?')}, "
+        f"Python {m.get('python')}; `{v.get('lineagestore_jar')}` sha256 `{v.get('jar_sha256', '')[:12]}` "
+        f"(git {v.get('git_head', '?')[:10]}{', jvm/ had uncommitted changes' if v.get('jvm_sources_dirty') else ''})",
+        f"- sizes: {s['keys']:,} keys, {s['update_fraction']:.0%} of them updated per batch "
+        f"({int(s['keys'] * s['update_fraction']):,} rows), transformWithState {s['tws_keys']:,} keys; "
+        f"1 load batch + {s['batches']} batches ({s['warmup']} warm-up), {s['rounds']} round(s), "
+        f"local[{meta.get('cores', 2)}], {s['partitions']} shuffle partitions",
+        f"- state store settings (all providers): {', '.join(f'`{k}={x}`' for k, x in meta['spark_confs'].items())}; "
+        "RocksDB providers with changelog checkpointing; idle window "
+        f"{s['idle_s']} s",
+        "",
+    ]
+    for w, entry in summary["workloads"].items():
+        provs = entry["providers"]
+        names = [p for p in meta["providers"] if p in provs]
+        lines += [f"## Workload `{w}`", ""]
+        for p, st in entry["status"].items():
+            for e in st["errors"]:
+                lines.append(f"- `{p}` did not run: {e.splitlines()[0][:300]}")
+        if entry["status"] and any(st["errors"] for st in entry["status"].values()):
+            lines.append("")
+        if not names:
+            continue
+        if entry["targets"] and "lineagestore" in provs:
+            lines += ["| target | lineagestore | baseline | ratio | met |", "|---|---|---|---|---|"]
+            for t in entry["targets"]:
+                unit = FIGURES.get(t["figure"], ("", ""))[1]
+                met = {True: "yes", False: "**no**", None: "–"}[t.get("met")]
+                lines.append(
+                    f"| {t['target']} | {fmt(t.get('value'), unit)} | {fmt(t.get('baseline'), unit)} | "
+                    f"{fmt_ratio(t.get('ratio'))} | {met} |"
+                )
+            lines.append("")
+        lines += ["| figure | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+        for key, (label, unit) in FIGURES.items():
+            cells = []
+            for p in names:
+                value = provs[p]["figures"].get(key)
+                ratio = provs[p]["ratios"].get(key)
+                text = fmt(value, unit)
+                if p != meta["baseline"] and ratio is not None:
+                    text += f" ({fmt_ratio(ratio)})"
+                cells.append(text)
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
+        lines += ["", "Requests to the store per steady batch, by type (RENAME is COPY + DELETE on S3):", ""]
+        lines += [
+            "| provider | " + " | ".join(OPS) + " | bytes written by kind |",
+            "|---|" + "---|" * (len(OPS) + 1),
+        ]
+        for p in names:
+            f = provs[p]["figures"]
+            kinds = ", ".join(f"{k} {fmt(b, 'B')}" for k, b in sorted(f["put_bytes_by_kind"].items()) if b)
+            lines.append(
+                f"| {p} | " + " | ".join(fmt(f["requests_by_type"][op]) for op in OPS) + f" | {kinds} |"
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------- plots
+SHORT = {
+    "batch_p50_ms": "batch p50",
+    "commit_p95_ms": "commit p95",
+    "put_bytes_per_batch": "bytes written/batch",
+    "requests_per_batch": "requests/batch",
+    "cold_restore_ms": "cold restore",
+    "footprint_bytes": "footprint",
+    "peak_rss_bytes": "peak RSS",
+}
+COLORS = {"lineagestore": "#1b9e77", "rocksdb_v2": "#d95f02", "rocksdb_v1": "#7570b3", "hdfs": "#999999"}
+
+
+def make_plots(summary: dict[str, Any], out: Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    meta = summary["meta"]
+    wl = [w for w, e in summary["workloads"].items() if e["providers"]]
+    if not wl:
+        return []
+    written = []
+
+    def save(fig, name):
+        fig.tight_layout()
+        fig.savefig(out / name, dpi=80)
+        plt.close(fig)
+        written.append(name)
+
+    # 1. ratios to the baseline
+    keys = [
+        "batch_p50_ms",
+        "commit_p95_ms",
+        "put_bytes_per_batch",
+        "requests_per_batch",
+        "cold_restore_ms",
+        "footprint_bytes",
+        "peak_rss_bytes",
+    ]
+    fig, axes = plt.subplots(len(wl), 1, figsize=(10, 2.6 * len(wl)), squeeze=False)
+    for ax, w in zip(axes[:, 0], wl, strict=True):
+        provs = summary["workloads"][w]["providers"]
+        others = [p for p in meta["providers"] if p in provs and p != meta["baseline"]]
+        width = 0.8 / max(1, len(others))
+        for i, p in enumerate(others):
+            vals = [provs[p]["ratios"].get(k) or 0 for k in keys]
+            xs = [x + i * width for x in range(len(keys))]
+            ax.bar(xs, vals, width, label=p, color=COLORS.get(p))
+            for x, v in zip(xs, vals, strict=True):
+                if v:
+                    ax.annotate(f"{v:.2f}", (x, v), ha="center", va="bottom", fontsize=6)
+        ax.axhline(1.0, color="black", lw=0.8)
+        ax.set_yscale("log")
+        ax.set_xticks([x + width * (len(others) - 1) / 2 for x in range(len(keys))])
+        ax.set_xticklabels([SHORT[k] for k in keys], fontsize=7)
+        ax.set_title(f"{w}: ratio to {meta['baseline']} (log scale, lower is better)", fontsize=9)
+        ax.legend(fontsize=7)
+    save(fig, "ratios.png")
+
+    # 2. batch duration per batch
+    fig, axes = plt.subplots(len(wl), 1, figsize=(10, 2.4 * len(wl)), squeeze=False)
+    for ax, w in zip(axes[:, 0], wl, strict=True):
+        provs = summary["workloads"][w]["providers"]
+        for p in meta["providers"]:
+            if p in provs:
+                series = provs[p]["figures"]["batch_ms_series"]
+                ax.plot(range(len(series)), series, label=p, color=COLORS.get(p), lw=1)
+        ax.set_yscale("log")
+        ax.set_title(f"{w}: batch duration (triggerExecution, ms) per batch; batch 0 loads", fontsize=9)
+        ax.legend(fontsize=7)
+    save(fig, "batch_duration.png")
+
+    # 3. bytes written per batch by kind, and requests per batch by type
+    fig, axes = plt.subplots(len(wl), 2, figsize=(11, 2.6 * len(wl)), squeeze=False)
+    for row, w in zip(axes, wl, strict=True):
+        provs = summary["workloads"][w]["providers"]
+        names = [p for p in meta["providers"] if p in provs]
+        kinds = sorted({k for p in names for k in provs[p]["figures"]["put_bytes_by_kind"]})
+        bottom = [0.0] * len(names)
+        for k in kinds:
+            vals = [provs[p]["figures"]["put_bytes_by_kind"].get(k, 0) / 1024 for p in names]
+            row[0].bar(names, vals, bottom=bottom, label=k)
+            bottom = [a + b for a, b in zip(bottom, vals, strict=True)]
+        row[0].set_title(f"{w}: KiB written to the store per batch, by file kind", fontsize=9)
+        row[0].legend(fontsize=6)
+        row[0].tick_params(labelsize=7)
+        width = 0.8 / max(1, len(names))
+        for i, p in enumerate(names):
+            vals = [provs[p]["figures"]["requests_by_type"][op] for op in OPS]
+            row[1].bar([x + i * width for x in range(len(OPS))], vals, width, label=p, color=COLORS.get(p))
+        row[1].set_xticks([x + width * (len(names) - 1) / 2 for x in range(len(OPS))])
+        row[1].set_xticklabels(OPS, fontsize=7)
+        row[1].set_title(f"{w}: requests per batch by type", fontsize=9)
+        row[1].legend(fontsize=6)
+    save(fig, "store_io.png")
+
+    # 4. restore and footprint
+    fig, axes = plt.subplots(len(wl), 2, figsize=(11, 2.6 * len(wl)), squeeze=False)
+    for row, w in zip(axes, wl, strict=True):
+        provs = summary["workloads"][w]["providers"]
+        names = [p for p in meta["providers"] if p in provs]
+        width = 0.38
+        for i, phase in enumerate(("warm", "cold")):
+            vals = [provs[p]["figures"].get(f"{phase}_restore_ms") or 0 for p in names]
+            row[0].bar([x + i * width for x in range(len(names))], vals, width, label=f"{phase} restore")
+        row[0].set_xticks([x + width / 2 for x in range(len(names))])
+        row[0].set_xticklabels(names, fontsize=7)
+        row[0].set_title(f"{w}: first batch after restart (ms)", fontsize=9)
+        row[0].legend(fontsize=6)
+        kinds = sorted({k for p in names for k in provs[p]["figures"]["footprint_by_kind"]})
+        bottom = [0.0] * len(names)
+        for k in kinds:
+            vals = [
+                provs[p]["figures"]["footprint_by_kind"].get(k, {}).get("bytes", 0) / 2**20 for p in names
+            ]
+            row[1].bar(names, vals, bottom=bottom, label=k)
+            bottom = [a + b for a, b in zip(bottom, vals, strict=True)]
+        row[1].set_title(f"{w}: state directory after the run (MiB), by kind", fontsize=9)
+        row[1].legend(fontsize=6)
+        row[1].tick_params(labelsize=7)
+    save(fig, "restore_footprint.png")
+    return written
+
+
+def write_all(out: Path, plots: bool = True) -> dict[str, Any]:
+    """Reads out/results.json; writes summary.json, results.md and (optionally) the PNG plots."""
+    data = json.loads((out / "results.json").read_text())
+    summary = summarize(data)
+    if plots:
+        summary["plots"] = make_plots(summary, out)
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True))
+    md = markdown(summary)
+    if summary.get("plots"):
+        md += "\n## Plots\n\n" + "\n".join(f"![{p}]({p})" for p in summary["plots"]) + "\n"
+    (out / "results.md").write_text(md)
+    return summary
+
+
+if __name__ == "__main__":
+    target = Path(sys.argv[1] if len(sys.argv) > 1 else ".")
+    write_all(target, plots="--no-plots" not in sys.argv)
+    print(f"wrote {target}/summary.json and results.md")

@@ -1,0 +1,447 @@
+#!/usr/bin/env python3
+"""Side-by-side benchmark of lineagestore against Spark's built-in state store providers.
+
+    python integration-tests/bench/run.py --preset small --out docs/benchmarks/small
+    python integration-tests/bench/run.py --preset default --out docs/benchmarks/<name>
+    python integration-tests/bench/run.py --preset default --store s3 --out docs/benchmarks/<name>-s3
+
+Runs every (round, workload, provider) *cell* in its own Python process and JVM (cell.py), the providers of
+a workload back to back and their order rotated every round, so that drift of the machine hits all alike.
+Then writes, under ``--out``: ``results.json`` (every cell, per batch), ``summary.json`` (medians over
+rounds, ratios to the baseline provider, targets), ``results.md`` (tables) and PNG plots (report.py).
+
+Providers: ``lineagestore``; ``rocksdb_v2`` (Spark's RocksDBStateStoreProvider, checkpoint format V2,
+changelog checkpointing: the baseline of every ratio); ``rocksdb_v1`` (the same with format V1); ``hdfs``
+(HDFSBackedStateStoreProvider). Stores: ``local`` (the local disk through a counting Hadoop filesystem,
+``lsbench://``, compiled from CountingFileSystem.java with javac) and ``s3`` (a real S3 server, MinIO, from
+``lineagestore.testing.s3``; requests counted by s3a's own statistics).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+from cell import PROVIDERS  # noqa: E402
+from workloads import WORKLOADS  # noqa: E402
+
+BASELINE = "rocksdb_v2"
+
+# Sizes and settings of the presets. "default" is scaled to finish in about 15 minutes on a 2-core machine
+# (see docs/benchmarks.md for what was measured and why these numbers); everything is overridable.
+PRESETS: dict[str, dict[str, Any]] = {
+    "small": {
+        "keys": 2000,
+        "update_fraction": 0.1,
+        "tws_keys": 200,
+        "join_window": 3,
+        "restore_rows": 20,
+        "batches": 3,
+        "warmup": 1,
+        "rounds": 1,
+        "partitions": 2,
+        "maintenance_interval": "1s",
+        "min_deltas_for_snapshot": 2,
+        "min_batches_to_retain": 2,
+        "idle_s": 2.5,
+        "driver_memory": "1g",
+    },
+    "default": {
+        "keys": 200_000,
+        "update_fraction": 0.1,
+        "tws_keys": 2000,
+        "join_window": 3,
+        "restore_rows": 100,
+        "batches": 60,
+        "warmup": 5,
+        "rounds": 1,
+        "partitions": 2,
+        "maintenance_interval": "5s",
+        "min_deltas_for_snapshot": 10,
+        "min_batches_to_retain": 30,
+        "idle_s": 12.0,
+        "driver_memory": "2g",
+    },
+}
+
+
+# -------------------------------------------------------------------------------------------- set-up
+def find_jar() -> Path:
+    try:
+        from lineagestore._jar import jar_path
+
+        path = Path(jar_path())
+        if path.is_file():
+            return path
+    except Exception:
+        pass
+    env = os.environ.get("LINEAGESTORE_JAR")
+    if env and Path(env).is_file():
+        return Path(env)
+    jars = sorted(
+        (REPO / "jvm/spark/target/scala-2.13").glob("lineagestore-spark_2.13-*.jar"), key=os.path.getmtime
+    )
+    jars = [j for j in jars if not j.name.endswith(("-sources.jar", "-javadoc.jar", "-tests.jar"))]
+    if not jars:
+        raise SystemExit(
+            "no lineagestore jar: run dev/test (or dev/sbt spark/package) or set LINEAGESTORE_JAR"
+        )
+    return jars[-1]
+
+
+def spark_jars_dir() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent / "jars"
+
+
+def compile_counting_fs(dest: Path) -> Path:
+    """Compiles CountingFileSystem.java against Spark's Hadoop client jar into ``dest``."""
+    javac = shutil.which("javac")
+    if not javac:
+        raise SystemExit("javac (a JDK 17) is needed for the counting filesystem of --store local")
+    hadoop = sorted(spark_jars_dir().glob("hadoop-client-api-*.jar"))
+    if not hadoop:
+        raise SystemExit(f"no hadoop-client-api jar in {spark_jars_dir()}")
+    dest.mkdir(parents=True, exist_ok=True)
+    cmd = [javac, "-nowarn", "--release", "17", "-cp", str(hadoop[-1]), "-d", str(dest)]
+    subprocess.run([*cmd, str(HERE / "CountingFileSystem.java")], check=True)
+    return dest
+
+
+LOG4J = """\
+rootLogger.level = warn
+rootLogger.appenderRef.console.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = ${sys:lsbench.log}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = %d{UNIX_MILLIS} [%t] %c{1}: %m%n
+logger.state.name = org.apache.spark.sql.execution.streaming.state
+logger.state.level = info
+logger.state.additivity = false
+logger.state.appenderRef.file.ref = file
+logger.ls.name = io.lineagestore
+logger.ls.level = info
+logger.ls.additivity = false
+logger.ls.appenderRef.file.ref = file
+"""
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def machine() -> dict[str, Any]:
+    info: dict[str, Any] = {
+        "nproc": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "loadavg_start": os.getloadavg(),
+    }
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                info["cpu"] = line.split(":", 1)[1].strip()
+                break
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                info["memory_bytes"] = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return info
+
+
+def versions(jar: Path) -> dict[str, Any]:
+    import pyspark
+
+    out: dict[str, Any] = {
+        "pyspark": pyspark.__version__,
+        "lineagestore_jar": jar.name,
+        "jar_sha256": sha256(jar),
+    }
+    try:
+        java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()
+        out["java"] = java[0] if java else "?"
+    except OSError:
+        out["java"] = "?"
+    jars = spark_jars_dir()
+    for prefix in ("hadoop-client-api", "rocksdbjni", "spark-sql_2.13"):
+        found = sorted(jars.glob(f"{prefix}-*.jar"))
+        if found:
+            out[prefix] = found[-1].name.removeprefix(prefix + "-").removesuffix(".jar")
+    try:
+        git = ["git", "-C", str(REPO)]
+        out["git_head"] = subprocess.run(
+            [*git, "rev-parse", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
+        dirty = subprocess.run([*git, "status", "--porcelain", "--", "jvm"], capture_output=True, text=True)
+        out["jvm_sources_dirty"] = bool(dirty.stdout.strip())
+    except OSError:
+        pass
+    return out
+
+
+# ----------------------------------------------------------------------------------------------- run
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter
+    )
+    ap.add_argument("--preset", choices=sorted(PRESETS), default="small")
+    ap.add_argument("--providers", default=",".join(PROVIDERS), help=f"comma list of {', '.join(PROVIDERS)}")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS), help=f"comma list of {', '.join(WORKLOADS)}")
+    ap.add_argument("--store", choices=("local", "s3"), default="local")
+    ap.add_argument("--out", required=True, help="output directory, e.g. docs/benchmarks/<name>")
+    ap.add_argument("--work-dir", help="scratch directory (default: a temporary directory, deleted)")
+    ap.add_argument("--keep-work", action="store_true", help="keep the scratch directory")
+    ap.add_argument("--no-plots", action="store_true", help="skip the PNG plots (no matplotlib needed)")
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--cores", type=int, default=2, help="local[N]")
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark SQL conf")
+    ap.add_argument(
+        "--jvm",
+        choices=("per-cell", "shared"),
+        default="per-cell",
+        help="per-cell: a fresh JVM per cell (peak memory per cell); shared: one JVM for all (faster, for CI)",
+    )
+    ap.add_argument("--verbose", action="store_true")
+    for key, value in PRESETS["default"].items():
+        flag = "--" + key.replace("_", "-")
+        ap.add_argument(
+            flag, type=type(value), default=None, help=f"preset value overridden (default preset: {value})"
+        )
+    args = ap.parse_args(argv)
+    settings = dict(PRESETS[args.preset])
+    for key in PRESETS["default"]:
+        value = getattr(args, key)
+        if value is not None:
+            settings[key] = value
+    if not 0 <= settings["warmup"] < settings["batches"]:
+        ap.error("--warmup must be below --batches")
+    args.settings = settings
+    args.provider_list = [p.strip() for p in args.providers.split(",") if p.strip()]
+    args.workload_list = [w.strip() for w in args.workloads.split(",") if w.strip()]
+    for p in args.provider_list:
+        if p not in PROVIDERS:
+            ap.error(f"unknown provider {p!r}")
+    for w in args.workload_list:
+        if w not in WORKLOADS:
+            ap.error(f"unknown workload {w!r}")
+    return args
+
+
+def spark_confs(settings: dict[str, Any], extra: list[str]) -> dict[str, str]:
+    confs = {
+        "spark.sql.streaming.stateStore.maintenanceInterval": settings["maintenance_interval"],
+        "spark.sql.streaming.stateStore.minDeltasForSnapshot": str(settings["min_deltas_for_snapshot"]),
+        "spark.sql.streaming.minBatchesToRetain": str(settings["min_batches_to_retain"]),
+    }
+    for item in extra:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--conf {item!r}: expected KEY=VALUE")
+        confs[key] = value
+    return confs
+
+
+def cell_order(rounds: int, workloads: list[str], providers: list[str]) -> list[tuple[int, str, str]]:
+    """Round-robin: each workload's providers back to back, the provider order rotated every round."""
+    cells = []
+    for r in range(rounds):
+        for w in workloads:
+            k = r % len(providers)
+            for p in providers[k:] + providers[:k]:
+                cells.append((r, w, p))
+    return cells
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    settings = args.settings
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(args.work_dir).resolve() if args.work_dir else Path(tempfile.mkdtemp(prefix="lsbench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    jar_src = find_jar()
+    jar = work / jar_src.name  # a stable copy: the build may replace the jar while the benchmark runs
+    shutil.copy2(jar_src, jar)
+    counting = compile_counting_fs(work / "counting-classes") if args.store == "local" else None
+    (work / "log4j2.properties").write_text(LOG4J)
+    confs = spark_confs(settings, args.conf)
+    meta: dict[str, Any] = {
+        "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
+        "preset": args.preset,
+        "store": args.store,
+        "settings": settings,
+        "spark_confs": confs,
+        "providers": args.provider_list,
+        "workloads": args.workload_list,
+        "baseline": BASELINE,
+        "cores": args.cores,
+        "jvm": args.jvm,
+        "machine": machine(),
+        "versions": versions(jar),
+        "jar_source": str(jar_src),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+    }
+    s3 = None
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH", "")]))
+    env.setdefault("PYSPARK_PYTHON", sys.executable)
+    env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    extra_jars: list[str] = []
+    if args.store == "s3":
+        try:
+            from lineagestore.testing.s3 import S3Server, s3a_jars
+        except ModuleNotFoundError:
+            sys.path.append(str(REPO / "python"))
+            from lineagestore.testing.s3 import S3Server, s3a_jars
+        extra_jars = s3a_jars()
+        s3 = S3Server().start()
+        env["LSBENCH_S3_ACCESS_KEY"] = s3.access_key
+        env["LSBENCH_S3_SECRET_KEY"] = s3.secret_key
+        meta["s3"] = {"server": repr(s3), "backend": s3.backend}
+    cells = cell_order(settings["rounds"], args.workload_list, args.provider_list)
+    specs = []
+    for rnd, workload, provider in cells:
+        cell_dir = work / f"r{rnd}-{workload}-{provider}"
+        shutil.rmtree(cell_dir, ignore_errors=True)
+        cell_dir.mkdir(parents=True)
+        shared = args.jvm == "shared"
+        spec: dict[str, Any] = {
+            "round": rnd,
+            "workload": workload,
+            "provider": provider,
+            "store": args.store,
+            "shared_jvm": shared,
+            "work_dir": str(cell_dir),
+            "result_path": str(cell_dir / "result.json"),
+            "log4j_conf": str(work / "log4j2.properties"),
+            "log_path": str((work if shared else cell_dir) / "state.log"),
+            "spark_local_dir": str((work if shared else cell_dir) / "spark-local"),
+            "lineagestore_jar": str(jar),
+            "extra_jars": extra_jars,
+            "counting_classes": str(counting) if counting else "",
+            "cores": args.cores,
+            "driver_memory": settings["driver_memory"],
+            "partitions": settings["partitions"],
+            "confs": confs,
+            "seed": args.seed,
+            "batches": settings["batches"],
+            "warmup": settings["warmup"],
+            "idle_s": settings["idle_s"],
+            "verbose": args.verbose,
+            "sizes": {
+                k: settings[k] for k in ("keys", "update_fraction", "tws_keys", "join_window", "restore_rows")
+            },
+        }
+        if s3 is not None:
+            bucket = f"lsbench-{rnd}-{workload}-{provider}".replace("_", "-")
+            s3.bucket(bucket)
+            spec["bucket"] = bucket
+            spec["checkpoint_uri"] = f"s3a://{bucket}/checkpoint"
+            spec["hadoop_conf"] = {
+                k: v
+                for k, v in s3.hadoop_conf(bucket).items()
+                if not k.endswith((".access.key", ".secret.key"))
+            }
+        else:
+            spec["checkpoint_uri"] = f"lsbench://{cell_dir / 'checkpoint'}"
+        (cell_dir / "spec.json").write_text(json.dumps(spec, indent=1))
+        specs.append(spec)
+    groups = [specs] if args.jvm == "shared" else [[spec] for spec in specs]
+    results: list[dict[str, Any]] = []
+    try:
+        done = 0
+        for group in groups:
+            t0 = time.monotonic()
+            names = ", ".join(f"{sp['workload']}/{sp['provider']}" for sp in group)
+            print(
+                f"[{done + 1}-{done + len(group)}/{len(specs)}] round {group[0]['round']} {names} ...",
+                flush=True,
+            )
+            proc = subprocess.run(
+                [
+                    sys.executable,
+                    str(HERE / "cell.py"),
+                    *(str(Path(sp["work_dir"]) / "spec.json") for sp in group),
+                ],
+                env=env,
+                stdout=None if args.verbose else subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            elapsed = time.monotonic() - t0
+            for sp in group:
+                result_path = Path(sp["result_path"])
+                if result_path.is_file():
+                    result = json.loads(result_path.read_text())
+                else:
+                    result = {k: sp[k] for k in ("provider", "workload", "round", "store")}
+                    result.update(
+                        status="failed", error=f"cell process exited {proc.returncode} without a result"
+                    )
+                if result.get("status") == "failed":
+                    result["stderr_tail"] = proc.stderr[-3000:]
+                result["process_seconds"] = round(elapsed, 1)
+                results.append(result)
+                err = f": {result.get('error', '')[:160]}" if result.get("error") else ""
+                print(f"    {sp['workload']:6s} {sp['provider']:12s} {result.get('status')}{err}", flush=True)
+            print(f"    ({elapsed:.0f}s)", flush=True)
+            done += len(group)
+    finally:
+        if s3 is not None:
+            s3.stop()
+        meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        meta["wall_seconds"] = round(time.time() - started, 1)
+        meta["machine"]["loadavg_end"] = os.getloadavg()
+        (out / "results.json").write_text(
+            json.dumps({"meta": meta, "cells": _compact(results)}, indent=1, sort_keys=True)
+        )
+        if not args.keep_work and not args.work_dir:
+            shutil.rmtree(work, ignore_errors=True)
+    import report
+
+    summary = report.write_all(out, plots=not args.no_plots)
+    print(f"wrote {out}/results.json, summary.json, results.md" + ("" if args.no_plots else " and plots"))
+    failed = [c for c in results if c.get("status") == "failed"]
+    for c in failed:
+        print(f"FAILED {c['workload']} {c['provider']}: {c.get('error')}", file=sys.stderr)
+    return 1 if failed or not summary else 0
+
+
+def _compact(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Drops per-batch fields the report does not use, to keep results.json small."""
+    for r in results:
+        for b in r.get("batches", []):
+            b.get("durationMs", {}).pop("getBatch", None)
+    return results
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""Keeps the benchmark harness working: the small preset, 2 providers x 1 workload x 3 batches, one JVM.
+
+Not a timed test: it asserts that the run finishes and that results.json / summary.json / results.md have
+the fields the report and docs/benchmarks.md rely on, never what the figures are.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import report  # noqa: E402
+import run  # noqa: E402
+
+
+def _jar_or_skip() -> None:
+    try:
+        run.find_jar()
+    except SystemExit as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.mark.skipif(shutil.which("javac") is None, reason="the counting filesystem is compiled with javac")
+def test_small_preset_two_providers_one_workload(tmp_path):
+    _jar_or_skip()
+    out = tmp_path / "out"
+    plots = importlib.util.find_spec("matplotlib") is not None
+    cmd = [
+        sys.executable,
+        str(HERE / "run.py"),
+        "--preset",
+        "small",
+        "--providers",
+        "lineagestore,rocksdb_v2",
+        "--workloads",
+        "agg",
+        "--batches",
+        "3",
+        "--jvm",
+        "shared",
+        "--work-dir",
+        str(tmp_path / "work"),
+        "--out",
+        str(out),
+        *([] if plots else ["--no-plots"]),
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, f"run.py failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+
+    data = json.loads((out / "results.json").read_text())
+    meta = data["meta"]
+    for key in ("machine", "versions", "settings", "spark_confs", "providers", "workloads", "baseline"):
+        assert key in meta, key
+    assert {"nproc", "memory_bytes", "cpu"} <= set(meta["machine"])
+    assert {"pyspark", "jar_sha256", "java"} <= set(meta["versions"])
+    assert meta["settings"]["batches"] == 3
+
+    cells = {c["provider"]: c for c in data["cells"]}
+    assert set(cells) == {"lineagestore", "rocksdb_v2"}
+    for name, cell in cells.items():
+        assert cell["status"] == "ok", (name, cell.get("error"))
+        assert len(cell["batches"]) == 1 + 3  # the load batch and 3 batches
+        for b in cell["batches"]:
+            assert "triggerExecution" in b["durationMs"]
+            assert {"commitTimeMs", "numRowsTotal", "memoryUsedBytes"} <= set(b["state"])
+            assert {"PUT", "GET", "LIST", "DELETE", "RENAME", "put_bytes"} <= set(b["io"]["state"])
+        assert cell["batches"][-1]["state"]["numRowsTotal"] > 0
+        assert cell["footprint"]["bytes"] > 0
+        assert {"warm", "cold"} == set(cell["restore"])
+        for phase in ("warm", "cold"):
+            assert "get_bytes" in cell["restore"][phase]["io"]["state"]
+    assert any(k.startswith("lineagestore") for k in cells["lineagestore"]["batches"][-1]["custom"])
+    assert any(k.startswith("rocksdb") for k in cells["rocksdb_v2"]["batches"][-1]["custom"])
+
+    summary = json.loads((out / "summary.json").read_text())
+    agg = summary["workloads"]["agg"]
+    for name in ("lineagestore", "rocksdb_v2"):
+        figures = agg["providers"][name]["figures"]
+        assert set(report.FIGURES) <= set(figures), set(report.FIGURES) - set(figures)
+        assert "ratios" in agg["providers"][name]
+    assert agg["providers"]["rocksdb_v2"]["ratios"]["batch_p50_ms"] == pytest.approx(1.0)
+    assert [t["figure"] for t in agg["targets"]] == [t[0] for t in report.TARGETS]
+    md = (out / "results.md").read_text()
+    assert "| target |" in md and "rocksdb_v2" in md
+    if plots:
+        assert summary["plots"] and all((out / p).is_file() for p in summary["plots"])
+
+
+def test_cell_order_interleaves_and_rotates():
+    order = run.cell_order(2, ["agg"], ["a", "b", "c"])
+    assert [p for _, _, p in order] == ["a", "b", "c", "b", "c", "a"]
