@@ -1,0 +1,515 @@
+"""A real S3-compatible server for tests, and the jars Spark needs to reach it through ``s3a://``.
+
+``S3Server`` starts MinIO on 127.0.0.1 and stops it again::
+
+    from lineagestore.testing.s3 import S3Server, s3a_jars
+
+    with S3Server() as s3:
+        bucket = s3.bucket("checkpoints")
+        spark = (
+            SparkSession.builder.master("local[2]")
+            # local mode; on a cluster use spark.jars (Spark then copies the ~650 MB per session)
+            .config("spark.driver.extraClassPath", os.pathsep.join(s3a_jars()))
+            .config(map=s3.spark_conf(bucket))
+            .getOrCreate()
+        )
+        ...  # use s3a://checkpoints/...
+
+Where the server comes from (``backend``, or the ``LINEAGESTORE_S3_BACKEND`` environment variable):
+
+* ``"docker"``: MinIO through testcontainers (``pip install testcontainers[minio]``);
+* ``"process"``: a MinIO binary started as a local process. The binary is ``$LINEAGESTORE_MINIO`` if set,
+  else the one cached under ``$LINEAGESTORE_CACHE/minio/<release>/minio`` (default cache
+  ``~/.cache/lineagestore``), else it is built once with ``go install`` from the Go module proxy
+  (``dev/s3server.sh`` in a source checkout; the same pinned release otherwise);
+* ``"auto"`` (default): ``docker`` when ``docker info`` answers and testcontainers is installed, else
+  ``process``.
+
+The root credentials are random per server, handed to MinIO through its environment (never its command
+line) and never printed: ``repr`` and the error messages of this module leave them out, and the server's
+own output is kept in a log file whose excerpts are redacted.
+
+The s3a settings (``hadoop_conf`` / ``spark_conf``) and why each is chosen are documented in
+``docs/testing.md``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import weakref
+from pathlib import Path
+from typing import Any
+
+# MinIO release, the Go module version the proxy resolves it to, and its commit. Keep in sync with
+# dev/s3server.sh (integration-tests/test_s3.py checks that they agree).
+MINIO_RELEASE = "RELEASE.2025-09-07T16-13-09Z"
+MINIO_MODULE_VERSION = "v0.0.0-20250907161309-07c3a429bfed"
+MINIO_COMMIT = "07c3a429bfed433e49018cb0f78a52145d4bedeb"
+MINIO_IMAGE = f"minio/minio:{MINIO_RELEASE}"  # the same release for the testcontainers backend
+
+# hadoop-aws for the Hadoop Spark 4.3.0 ships (hadoop-client-api/runtime 3.5.0), and the versions its pom
+# asks for: the AWS SDK v2 bundle (hadoop-project 3.5.0: aws-java-sdk-v2.version) and the analytics
+# accelerator (a compile-scope dependency of hadoop-aws 3.5.0, loaded only for fs.s3a.input.stream.type
+# = analytics, but on the classpath as Maven would put it).
+HADOOP_AWS_VERSION = "3.5.0"
+AWS_SDK_BUNDLE_VERSION = "2.35.4"
+ANALYTICS_ACCELERATOR_VERSION = "1.3.1"
+S3A_ARTIFACTS = (
+    ("org.apache.hadoop", "hadoop-aws", HADOOP_AWS_VERSION),
+    ("software.amazon.awssdk", "bundle", AWS_SDK_BUNDLE_VERSION),
+    ("software.amazon.s3.analyticsaccelerator", "analyticsaccelerator-s3", ANALYTICS_ACCELERATOR_VERSION),
+)
+MAVEN_CENTRAL = "https://repo.maven.apache.org/maven2"
+_DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
+
+DEFAULT_REGION = "us-east-1"  # MinIO's default region
+_REPO_ROOT = Path(__file__).resolve().parents[3]  # a source checkout: <repo>/python/lineagestore/testing
+
+
+class S3ServerError(RuntimeError):
+    """The S3 server could not be obtained or started; the message says why and what to do."""
+
+
+def cache_dir() -> Path:
+    """``$LINEAGESTORE_CACHE``, default ``~/.cache/lineagestore`` (shared with dev/ scripts)."""
+    return Path(os.environ.get("LINEAGESTORE_CACHE") or Path.home() / ".cache" / "lineagestore")
+
+
+# ------------------------------------------------------------------------------------------------ MinIO
+def minio_binary(build: bool = True) -> Path:
+    """The MinIO server binary: ``$LINEAGESTORE_MINIO``, else the cached build, else built now (minutes)."""
+    env = os.environ.get("LINEAGESTORE_MINIO")
+    if env:
+        path = Path(env)
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise S3ServerError(f"LINEAGESTORE_MINIO={env} is not an executable file")
+        return path
+    cached = cache_dir() / "minio" / MINIO_RELEASE / "minio"
+    if cached.is_file() and os.access(cached, os.X_OK):
+        return cached
+    if not build:
+        raise S3ServerError(f"no MinIO binary at {cached}; run dev/s3server.sh or set LINEAGESTORE_MINIO")
+    script = _REPO_ROOT / "dev" / "s3server.sh"
+    if script.is_file():
+        cmd = ["bash", str(script)]
+    else:  # an installed package: the same build as dev/s3server.sh
+        cmd = ["bash", "-c", _GO_INSTALL_SCRIPT, "s3server", str(cached.parent)]
+    env_vars = {
+        **os.environ,
+        "MINIO_RELEASE": MINIO_RELEASE,
+        "MINIO_MODULE_VERSION": MINIO_MODULE_VERSION,
+        "MINIO_COMMIT": MINIO_COMMIT,
+    }
+    print(f"lineagestore.testing.s3: building MinIO {MINIO_RELEASE} (once; minutes)", file=sys.stderr)
+    # The build's progress and errors go to stderr as they happen.
+    proc = subprocess.run(cmd, env=env_vars, stdout=subprocess.DEVNULL)
+    if proc.returncode != 0 or not cached.is_file():
+        raise S3ServerError(
+            f"building MinIO {MINIO_RELEASE} failed (exit {proc.returncode}, output above); it needs Go >= 1.24 "
+            "and the Go module proxy"
+        )
+    return cached
+
+
+# Used only when dev/s3server.sh is not there (an installed package); mirrors that script.
+_GO_INSTALL_SCRIPT = r"""
+set -euo pipefail
+dir="$1"; mkdir -p "$dir"; tmp="$(mktemp -d "$dir/.build.XXXXXX")"; trap 'rm -rf "$tmp"' EXIT
+t="${MINIO_RELEASE#RELEASE.}"; t="${t:0:13}:${t:14:2}:${t:17}"; p=github.com/minio/minio/cmd
+GOBIN="$tmp" CGO_ENABLED=0 go install -trimpath -ldflags "-s -w -X $p.Version=$t \
+  -X $p.ReleaseTag=$MINIO_RELEASE -X $p.CommitID=$MINIO_COMMIT -X $p.ShortCommitID=${MINIO_COMMIT:0:12} \
+  -X $p.CopyrightYear=${t:0:4}" \
+  "github.com/minio/minio@$MINIO_MODULE_VERSION"
+"$tmp/minio" --version >/dev/null; mv -f "$tmp/minio" "$dir/minio"
+"""
+
+
+def docker_available(timeout: float = 10.0) -> bool:
+    """True if a Docker engine answers ``docker info``."""
+    if not shutil.which("docker"):
+        return False
+    try:
+        return (
+            subprocess.run(
+                ["docker", "info"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=timeout
+            ).returncode
+            == 0
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def _testcontainers_available() -> bool:
+    try:
+        import testcontainers.minio  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def choose_backend(backend: str | None = None) -> str:
+    backend = backend or os.environ.get("LINEAGESTORE_S3_BACKEND") or "auto"
+    if backend not in ("auto", "docker", "process"):
+        raise S3ServerError(f"S3 backend {backend!r}: expected auto, docker or process")
+    if backend == "auto":
+        return "docker" if _testcontainers_available() and docker_available() else "process"
+    return backend
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _die_with_parent() -> None:
+    """preexec_fn: MinIO gets SIGTERM when the thread that started it ends (e.g. pytest killed hard)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(Exception):
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+class S3Server:
+    """A real S3-compatible server (MinIO) on 127.0.0.1 with random root credentials.
+
+    Use as a context manager, or call ``start()`` / ``stop()``. ``stop()`` ends the server and deletes its
+    data; it is also run at interpreter exit for a server left running.
+    """
+
+    def __init__(
+        self,
+        backend: str | None = None,
+        region: str = DEFAULT_REGION,
+        startup_timeout: float = 60.0,
+        binary: str | os.PathLike[str] | None = None,
+    ):
+        self.backend = choose_backend(backend)
+        self.region = region
+        self.startup_timeout = startup_timeout
+        self._binary = Path(binary) if binary else None
+        self._access_key = "ls" + os.urandom(8).hex()
+        self._secret_key = os.urandom(24).hex()
+        self._endpoint: str | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._container: Any = None
+        self._workdir: Path | None = None
+        self._log_file: Any = None
+        self._finalizer: weakref.finalize | None = None
+
+    # ------------------------------------------------------------------------------------- properties
+    @property
+    def endpoint(self) -> str:
+        if self._endpoint is None:
+            raise S3ServerError("the S3 server is not running")
+        return self._endpoint
+
+    @property
+    def access_key(self) -> str:
+        return self._access_key
+
+    @property
+    def secret_key(self) -> str:
+        return self._secret_key
+
+    @property
+    def pid(self) -> int | None:
+        """The server's process id (local-process backend only)."""
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def data_dir(self) -> Path | None:
+        """The directory holding the server's objects (local-process backend only); deleted by stop()."""
+        return self._workdir / "data" if self._workdir is not None else None
+
+    @property
+    def running(self) -> bool:
+        if self._proc is not None:
+            return self._proc.poll() is None
+        return self._container is not None
+
+    def __repr__(self) -> str:  # never the credentials
+        return f"S3Server(backend={self.backend!r}, endpoint={self._endpoint!r}, region={self.region!r})"
+
+    # -------------------------------------------------------------------------------------- lifecycle
+    def __enter__(self) -> S3Server:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> S3Server:
+        if self._endpoint is not None:
+            return self
+        if self.backend == "docker":
+            self._start_container()
+        else:
+            self._start_process()
+        self._finalizer = weakref.finalize(self, _cleanup, self._proc, self._container, self._workdir)
+        try:
+            self.boto3_client().list_buckets()  # the credentials work, not only the health endpoint
+        except Exception as exc:
+            self.stop()
+            raise S3ServerError(f"{self!r} started but refused its root credentials: {exc}") from None
+        return self
+
+    def _start_process(self) -> None:
+        binary = self._binary or minio_binary()
+        self._workdir = Path(tempfile.mkdtemp(prefix="lineagestore-s3-"))
+        (self._workdir / "data").mkdir()
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("MINIO_", "AWS_"))}
+        env.update(
+            MINIO_ROOT_USER=self._access_key,
+            MINIO_ROOT_PASSWORD=self._secret_key,
+            MINIO_SITE_REGION=self.region,
+            MINIO_BROWSER="off",  # no web console
+            MINIO_UPDATE="off",  # no update check (and no network beyond loopback)
+            MINIO_CI_CD="on",  # a test deployment: no root-drive checks
+        )
+        last_error = ""
+        for _attempt in range(3):  # a free port can be taken between probing and binding
+            port, console_port = _free_port(), _free_port()
+            log_path = self._workdir / "minio.log"
+            self._log_file = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
+            cmd = [
+                str(binary),
+                "server",
+                "--quiet",  # no startup banner
+                "--address",
+                f"127.0.0.1:{port}",
+                "--console-address",
+                f"127.0.0.1:{console_port}",
+                "--certs-dir",
+                str(self._workdir / "certs"),
+                str(self._workdir / "data"),
+            ]
+            self._proc = subprocess.Popen(
+                cmd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=self._log_file,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent,
+            )
+            endpoint = f"http://127.0.0.1:{port}"
+            if self._wait_ready(endpoint):
+                self._endpoint = endpoint
+                return
+            last_error = self.log_tail()
+            self._stop_process()
+            if "address already in use" not in last_error.lower():
+                break
+        workdir, self._workdir = self._workdir, None
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise S3ServerError(f"MinIO ({binary}) did not become ready:\n{last_error}")
+
+    def _wait_ready(self, endpoint: str) -> bool:
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            if self._proc is not None and self._proc.poll() is not None:
+                return False
+            try:
+                with urllib.request.urlopen(f"{endpoint}/minio/health/ready", timeout=2) as resp:
+                    if resp.status == 200:
+                        return True
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.1)
+        return False
+
+    def _start_container(self) -> None:
+        from testcontainers.minio import MinioContainer
+
+        container = MinioContainer(
+            image=MINIO_IMAGE, access_key=self._access_key, secret_key=self._secret_key
+        )
+        container.start()
+        self._container = container
+        host = container.get_container_host_ip()
+        self._endpoint = f"http://{host}:{container.get_exposed_port(9000)}"
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The end of the server's own output, with the credentials redacted."""
+        if self._workdir is None or not (self._workdir / "minio.log").is_file():
+            return ""
+        text = (self._workdir / "minio.log").read_text(errors="replace")
+        text = "\n".join(text.splitlines()[-lines:])
+        return text.replace(self._secret_key, "***").replace(self._access_key, "***")
+
+    def _stop_process(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            _terminate(proc)
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+
+    def stop(self) -> None:
+        """Stop the server and delete its data. Idempotent."""
+        self._stop_process()
+        container, self._container = self._container, None
+        if container is not None:
+            container.stop()
+        workdir, self._workdir = self._workdir, None
+        if workdir is not None:
+            shutil.rmtree(workdir, ignore_errors=True)
+        self._endpoint = None
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
+
+    # ---------------------------------------------------------------------------------------- clients
+    def boto3_client(self):
+        """A boto3 S3 client for this server (path-style, SigV4, checksums only where S3 requires them)."""
+        import boto3
+        from botocore.config import Config
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id=self._access_key,
+            aws_secret_access_key=self._secret_key,
+            region_name=self.region,
+            config=Config(
+                signature_version="s3v4",
+                s3={"addressing_style": "path"},
+                retries={"max_attempts": 3, "mode": "standard"},
+                request_checksum_calculation="when_required",
+                response_checksum_validation="when_required",
+            ),
+        )
+
+    def bucket(self, name: str) -> str:
+        """Create bucket ``name`` if it does not exist; return its name."""
+        client = self.boto3_client()
+        try:
+            client.create_bucket(Bucket=name)
+        except client.exceptions.BucketAlreadyOwnedByYou:
+            pass
+        return name
+
+    def hadoop_conf(self, bucket: str | None = None) -> dict[str, str]:
+        """The s3a settings for this server, as Hadoop configuration keys.
+
+        With ``bucket``, every key is per bucket (``fs.s3a.bucket.<bucket>.*``): other buckets keep their
+        own settings. Every value is set explicitly, also where it equals Hadoop 3.5.0's default, so that a
+        changed default cannot silently change what the tests exercise. See docs/testing.md for the reasons.
+        """
+        settings = {
+            "endpoint": self.endpoint,
+            "endpoint.region": self.region,
+            "path.style.access": "true",
+            "connection.ssl.enabled": "false",
+            "aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+            "access.key": self._access_key,
+            "secret.key": self._secret_key,
+            # AWS SDK >= 2.30 checksums: calculate request checksums only where S3 requires them
+            # (RequestChecksumCalculation.WHEN_REQUIRED), with no extra object checksum algorithm, and do
+            # not ask for / validate response checksums (WHEN_REQUIRED). lineagestore checks its own files
+            # (CRC32C, SHA-256) end to end.
+            "checksum.generation": "false",
+            "create.checksum.algorithm": "NONE",
+            "checksum.validation": "false",
+            # Content-MD5 on the requests that need an integrity header (DeleteObjects): the header MinIO
+            # and other third-party stores understand, instead of only the SDK's x-amz-checksum-crc32.
+            "request.md5.header": "true",
+            # MinIO honours If-None-Match: * on PUT; createFile(...) with conditional overwrite uses it.
+            "create.conditional.enabled": "true",
+        }
+        prefix = f"fs.s3a.bucket.{bucket}." if bucket else "fs.s3a."
+        return {prefix + k: v for k, v in settings.items()}
+
+    def spark_conf(self, bucket: str | None = None) -> dict[str, str]:
+        """``hadoop_conf`` as Spark settings (``spark.hadoop.`` prefix), for a SparkSession builder."""
+        return {"spark.hadoop." + k: v for k, v in self.hadoop_conf(bucket).items()}
+
+
+def _terminate(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout)
+
+
+def _cleanup(proc: Any, container: Any, workdir: Path | None) -> None:  # at exit, for a forgotten server
+    with contextlib.suppress(Exception):
+        if proc is not None:
+            _terminate(proc)
+        if container is not None:
+            container.stop()
+        if workdir is not None:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------- s3a jars
+def s3a_jars(fetch: bool = True) -> list[str]:
+    """Local paths of hadoop-aws 3.5.0, the AWS SDK v2 bundle and the analytics accelerator it needs.
+
+    Fetched once from Maven Central into ``$LINEAGESTORE_CACHE/s3a/hadoop-aws-<version>/`` (with
+    ``mvn dependency:copy`` when Maven is installed, else over HTTPS with the SHA-1 Maven Central
+    publishes); the bundle is about 650 MB. Put them on ``spark.jars`` before the session starts.
+    """
+    target = cache_dir() / "s3a" / f"hadoop-aws-{HADOOP_AWS_VERSION}"
+    paths = []
+    for group, artifact, version in S3A_ARTIFACTS:
+        path = target / f"{artifact}-{version}.jar"
+        if not path.is_file():
+            if not fetch:
+                raise S3ServerError(f"{path} is missing; call s3a_jars() to fetch it from Maven Central")
+            _fetch_jar(group, artifact, version, path)
+        paths.append(str(path))
+    return paths
+
+
+def _fetch_jar(group: str, artifact: str, version: str, dest: Path) -> None:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    coords = f"{group}:{artifact}:{version}"
+    print(f"lineagestore.testing.s3: fetching {coords} from Maven Central (once)", file=sys.stderr)
+    with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".fetch-") as tmp:
+        mvn = shutil.which("mvn")
+        if mvn:
+            cmd = [
+                mvn,
+                "-q",
+                "-B",
+                f"{_DEPENDENCY_PLUGIN}:copy",
+                f"-Dartifact={coords}",
+                f"-DoutputDirectory={tmp}",
+            ]
+            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            if proc.returncode != 0:
+                raise S3ServerError(f"mvn could not fetch {coords}:\n{proc.stdout[-3000:]}")
+        else:
+            _download(group, artifact, version, Path(tmp) / dest.name)
+        os.replace(Path(tmp) / dest.name, dest)  # atomic: a concurrent fetch never sees a partial jar
+
+
+def _download(group: str, artifact: str, version: str, dest: Path) -> None:
+    url = f"{MAVEN_CENTRAL}/{group.replace('.', '/')}/{artifact}/{version}/{artifact}-{version}.jar"
+    try:
+        with urllib.request.urlopen(url + ".sha1", timeout=60) as resp:
+            want = resp.read().decode().split()[0].strip()
+        sha1 = hashlib.sha1()
+        with urllib.request.urlopen(url, timeout=60) as resp, open(dest, "wb") as out:
+            while chunk := resp.read(1 << 20):
+                sha1.update(chunk)
+                out.write(chunk)
+    except (urllib.error.URLError, OSError) as exc:
+        raise S3ServerError(f"could not download {url}: {exc}") from exc
+    if sha1.hexdigest() != want:
+        raise S3ServerError(f"{url}: SHA-1 {sha1.hexdigest()} does not match the published {want}")
