@@ -31,7 +31,7 @@ def pytest_report_header(config):
 
 
 @pytest.fixture(scope="session")
-def spark():
+def spark(request):
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     # Python workers unpickle the tests' UDFs / StatefulProcessors by module name (test_operators, ...):
@@ -57,6 +57,9 @@ def spark():
     )
     if LINEAGE_JAR:
         builder = builder.config("spark.jars", LINEAGE_JAR)
+    s3a_classpath = s3_session_classpath(request.session)  # only when a collected test uses S3 (s3.py)
+    if s3a_classpath:
+        builder = builder.config("spark.driver.extraClassPath", s3a_classpath)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     yield session
@@ -101,3 +104,8 @@ def known_gap(request, provider):
             request.applymarker(pytest.mark.xfail(strict=True, reason=KNOWN_GAPS[name]))
 
     return mark
+
+
+# ------------------------------------------------------------- a real S3 server (s3.py, docs/testing.md)
+from s3 import s3_bucket, s3_server  # noqa: E402, F401  (fixtures)
+from s3 import session_classpath as s3_session_classpath  # noqa: E402

@@ -1,7 +1,7 @@
 """A real S3 server (MinIO on 127.0.0.1) for the end-to-end suites, and a harness whose checkpoint is on it.
 
-conftest.py imports the fixtures below and asks ``session_jars`` for the s3a jars when it builds the
-SparkSession (the jar list is fixed when the session starts). The jars (hadoop-aws 3.5.0 and the AWS SDK
+conftest.py imports the fixtures below and asks ``session_classpath`` for the s3a jars when it builds the
+SparkSession (the class path is fixed when the session starts). The jars (hadoop-aws 3.5.0 and the AWS SDK
 v2 bundle, ~650 MB, fetched once into the cache) are added only when a collected test uses ``s3_server``,
 so running other suites alone downloads nothing. How the server is obtained: docs/testing.md.
 
@@ -15,6 +15,7 @@ Fixtures:
 from __future__ import annotations
 
 import json
+import os
 import sys
 import uuid
 from pathlib import Path, PurePosixPath
@@ -34,24 +35,26 @@ S3_FIXTURE = "s3_server"
 _jars_error: str | None = None
 
 
-def session_jars(session: pytest.Session) -> list[str]:
-    """The s3a jars for ``spark.jars`` if a collected test uses the S3 server, else none.
+def session_classpath(session: pytest.Session) -> str:
+    """The s3a jars as a ``spark.driver.extraClassPath`` value if a collected test uses S3, else "".
 
-    A failure to fetch them does not fail the session: it is reported by the ``s3_server`` fixture, so only
-    the S3 tests fail.
+    On the driver's class path rather than in ``spark.jars``: the suite runs in local mode (executors in the
+    driver JVM), and Spark copies every ``spark.jars`` entry into each session's work directory (650 MB for
+    the AWS SDK bundle). A failure to fetch the jars does not fail the session: the ``s3_server`` fixture
+    reports it, so only the S3 tests fail.
     """
     global _jars_error
     if not any(S3_FIXTURE in getattr(item, "fixturenames", ()) for item in session.items):
-        return []
+        return ""
     try:
-        return s3a_jars()
+        return os.pathsep.join(s3a_jars())
     except Exception as exc:
         _jars_error = f"{type(exc).__name__}: {exc}"
-        return []
+        return ""
 
 
 @pytest.fixture(scope="session")
-def s3_server(spark):  # after the session: its spark.jars were chosen by session_jars
+def s3_server(spark):  # after the session: its class path was chosen by session_classpath
     if _jars_error:
         pytest.fail(f"the s3a jars could not be fetched, so Spark cannot reach S3: {_jars_error}")
     with S3Server() as server:

@@ -22,9 +22,8 @@ import pytest
 from pyspark.sql import functions as F
 
 import oracle
-from s3 import S3StreamHarness, list_keys
-
 from lineagestore.testing import s3 as s3mod
+from s3 import S3StreamHarness, list_keys
 
 KV_SCHEMA = "k string, v long"
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -74,8 +73,9 @@ def test_server_listens_on_loopback_only_and_keeps_credentials_private(s3_server
     if sys.platform.startswith("linux"):
         addrs = _listening_addresses(s3_server.pid)
         assert addrs, "MinIO listens on nothing?"
-        # IPv4 127.0.0.1 is 0100007F in /proc/net/tcp (little-endian hex)
-        assert all(a.split(":")[0] == "0100007F" for a in addrs), f"MinIO listens beyond loopback: {addrs}"
+        # loopback as /proc/net/tcp{,6} write it: 127.0.0.1 and ::1 (MinIO adds the IPv6 loopback itself)
+        loopback = {"0100007F", "00000000000000000000000001000000"}
+        assert {a.split(":")[0] for a in addrs} <= loopback, f"MinIO listens beyond loopback: {addrs}"
     log = (s3_server.data_dir.parent / "minio.log").read_text(errors="replace")
     assert s3_server.secret_key not in log and s3_server.access_key not in log
 
@@ -95,7 +95,7 @@ def test_stop_ends_the_process_and_removes_the_data():
     server = s3mod.S3Server(backend="process")
     with server:
         pid, data_dir = server.pid, server.data_dir
-        server.boto3_client().put_object(Bucket=server.bucket("b"), Key="k", Body=b"x")
+        server.boto3_client().put_object(Bucket=server.bucket("data"), Key="k", Body=b"x")
         assert any(data_dir.rglob("*"))
     assert not server.running
     assert not data_dir.parent.exists()
@@ -130,7 +130,9 @@ def _runs(seed: int = 11, runs: int = 5, rows: int = 16, keys: int = 6) -> list[
 
 
 def _build(h):
-    return h.source("in", KV_SCHEMA).groupBy("k").agg(F.count(F.lit(1)).alias("cnt"), F.sum("v").alias("total"))
+    return (
+        h.source("in", KV_SCHEMA).groupBy("k").agg(F.count(F.lit(1)).alias("cnt"), F.sum("v").alias("total"))
+    )
 
 
 def _run(h, rows):
@@ -148,11 +150,16 @@ def _store_dirs(keys: list[str]) -> dict[str, list[str]]:
     return stores
 
 
+def _spark_metadata(key: str) -> bool:
+    """Spark's own files in the state tree (``state/0/_metadata/...``, ``state/0/0/_metadata/schema``)."""
+    return any(part.startswith("_") for part in PurePosixPath(key).parts)
+
+
 def _wait_for_snapshots(h, partitions: int, timeout: float = 90.0) -> dict[str, list[str]]:
     """Maintenance uploads snapshots in the background: wait until every store has a zip."""
     deadline = time.monotonic() + timeout
     while True:
-        stores = _store_dirs([k for k in h.keys("state") if not k.startswith("state/0/_metadata")])
+        stores = _store_dirs([k for k in h.keys("state") if not _spark_metadata(k)])
         with_zip = [d for d, names in stores.items() if any(ZIP.match(n) for n in names)]
         if len(with_zip) == partitions or time.monotonic() > deadline:
             return stores
