@@ -11,9 +11,8 @@ from __future__ import annotations
 import json
 import re
 import sys
-import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -490,9 +489,3 @@ def parse_duration_ms(text: str) -> int:
         raise ValueError(f"'{text}' is not a duration such as 90s, 30m, 6h or 2d")
     scale = {"ms": 1, "s": 1000, None: 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}[m.group(2)]
     return int(float(m.group(1)) * scale)
-
-
-def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
-    start = time.monotonic()
-    out = fn()
-    return out, time.monotonic() - start

@@ -20,14 +20,13 @@ EXIT_ENVIRONMENT = 4
 EXIT_CODES = f"""\
 exit codes:
   {EXIT_OK}  success (verify: every checked checkpoint loads and every file checks out)
-  {EXIT_PROBLEMS}  the command ran and found problems or could not finish (verify found damaged or missing
-     files; gc --apply could not delete some files; a clone step failed)
+  {EXIT_PROBLEMS}  the command ran and found problems or could not finish: verify found damaged or missing files,
+     gc --apply could not delete some files, a step of clone failed
   {EXIT_USAGE}  wrong command line
-  {EXIT_BAD_CHECKPOINT}  the checkpoint cannot be used as asked: it does not exist, is not a Spark checkpoint,
-     was not written by lineagestore (checkpoint format version 2), has an unreadable Spark file, or the
-     clone destination is not empty
-  {EXIT_ENVIRONMENT}  the tools could not run here: no Java, the bundled jar is missing, matplotlib missing
-     for --plot
+  {EXIT_BAD_CHECKPOINT}  the checkpoint cannot be used as asked: it does not exist, is not a Spark checkpoint, was not
+     written with lineagestore (checkpoint format version 2), has an unreadable Spark file, or the clone
+     destination is not empty
+  {EXIT_ENVIRONMENT}  the tools cannot run here: no Java, the bundled jar is missing, matplotlib is missing for --plot
 """
 
 DESCRIPTION = """\
@@ -484,6 +483,8 @@ def render_verify(r: dict) -> str:
         out.append(f"{len(r['problems'])} problem(s):")
         for p in r["problems"]:
             out.append(f"  {p['file']}")
+            if p.get("via"):
+                out.append(f"      (read for {p['via']})")
             out.append(textwrap.indent(textwrap.fill(p["error"], 104), "      "))
             if p["batches"]:
                 out.append(f"      needed by batch(es) {_batches(p['batches'])}")
@@ -508,13 +509,20 @@ def _gc(args: argparse.Namespace, tools: Any, progress: Any) -> int:
     return EXIT_PROBLEMS if result["errors"] else EXIT_OK
 
 
+def _duration_text(ms: int) -> str:
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if ms >= size and ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"
+
+
 def render_gc(r: dict) -> str:
     from lineagestore.checkpoint import human_bytes as hb
 
     mode = "deleting" if r["applied"] else "dry run, nothing is deleted (add --apply to delete)"
     out = [
         f"gc {r['checkpoint']}: {mode}; keeping the newest {r['retain']} versions, "
-        f"orphan blobs kept while younger than {r['graceMs'] // 1000}s"
+        f"unreferenced blobs kept while younger than {_duration_text(r['graceMs'])}"
     ]
     verb = "deleted" if r["applied"] else "delete"
     for s in r["stores"]:

@@ -254,7 +254,10 @@ def test_verify_names_a_deleted_shared_blob(copy, capsys):
     assert f"shared/{blob}" in out and "missing" in out
     rc, out, _ = run(capsys, "verify", str(copy), "--json")
     problems = json.loads(out)["problems"]
-    assert any(p["store"] == "state/0/1" and 3 in p["batches"] and blob in p["error"] for p in problems)
+    assert any(
+        p["store"] == "state/0/1" and 3 in p["batches"] and p["file"].endswith(f"shared/{blob}") and p["via"]
+        for p in problems
+    )
 
 
 # ---- gc ---------------------------------------------------------------------------------------------------

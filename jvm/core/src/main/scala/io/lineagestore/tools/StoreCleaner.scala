@@ -110,14 +110,15 @@ object StoreCleaner {
 
     def reason(f: CheckpointFile): String = {
       val base = plan.snapshotBase.version
+      val window =
+        if (plan.oldestRetained == head.version) s"version ${head.version}"
+        else s"versions ${plan.oldestRetained}..${head.version}"
       if (f.id.version < base) {
         if (lineage.isCommitted(f.id))
-          s"committed version ${f.id.version} is below version $base, whose snapshot rebuilds every retained " +
-            s"version (${plan.oldestRetained}..${head.version})"
-        else s"attempt outside the committed lineage, below the snapshot base (version $base)"
-      } else
-        s"attempt outside the committed lineage (${lineage.status(f.id)}), older than the retained versions " +
-          s"${plan.oldestRetained}..${head.version}"
+          s"committed, below version $base whose snapshot rebuilds the retained $window"
+        else
+          s"attempt outside the committed lineage, below version $base whose snapshot rebuilds the retained $window"
+      } else s"${lineage.status(f.id)} attempt outside the committed lineage, older than the retained $window"
     }
     def deletion(f: CheckpointFile) = Deletion(f.name, sizes.getOrElse(f.name, 0L), reason(f))
 
@@ -145,22 +146,22 @@ object StoreCleaner {
           Deletion(
             CheckpointFiles.sharedPath(b),
             sharedSizes(b).size,
-            s"referenced only by deleted snapshots (${byDropped.getOrElse(b, "?")})"
+            s"referenced only by deleted snapshots: ${byDropped.getOrElse(b, "?")}"
           )
         }
-        def age(b: io.lineagestore.storage.BlobInfo) = s"${(nowMs - b.modificationTimeMs) / 1000}s"
+        def age(b: io.lineagestore.storage.BlobInfo) = duration(math.max(0L, nowMs - b.modificationTimeMs))
         val o = old.sortBy(_.name).map { b =>
           Deletion(
             CheckpointFiles.sharedPath(b.name),
             b.size,
-            s"referenced by no snapshot, ${age(b)} old (older than the ${graceMs / 1000}s grace period)"
+            s"referenced by no snapshot, ${age(b)} old (older than the ${duration(graceMs)} grace period)"
           )
         }
         val y = recent.sortBy(_.name).map { b =>
           Deletion(
             CheckpointFiles.sharedPath(b.name),
             b.size,
-            s"referenced by no snapshot but only ${age(b)} old (grace period ${graceMs / 1000}s): it may " +
+            s"referenced by no snapshot but only ${age(b)} old (grace period ${duration(graceMs)}): it may " +
               "belong to a snapshot upload in progress"
           )
         }
@@ -184,6 +185,12 @@ object StoreCleaner {
       warnings.result()
     )
   }
+
+  /** `90s`, `5m`, `6h`, `2d` (whole units only when exact; seconds otherwise). */
+  def duration(ms: Long): String =
+    Seq("d" -> 86400000L, "h" -> 3600000L, "m" -> 60000L)
+      .collectFirst { case (u, size) if ms >= size && ms % size == 0 => s"${ms / size}$u" }
+      .getOrElse(s"${ms / 1000}s")
 
   /** Deletes what `plan` lists, zips first, then blobs, then deltas; returns the errors (file: message). */
   def apply(store: ToolStore, plan: CleanupPlan): Seq[String] = {

@@ -9,10 +9,11 @@ import io.lineagestore.format.{CorruptCheckpointFileException, SnapshotFile}
 import io.lineagestore.lineage.{CheckpointId, LineageResolver, LoadBase, LoadPlan}
 import io.lineagestore.tools.Json._
 
-/** One problem found by [[StoreVerifier]]: the file (full location) and what is wrong with it, and the
-  * batches whose checkpoint needs it.
+/** One problem found by [[StoreVerifier]]: the file (full location) and what is wrong with it, the batches
+  * whose checkpoint needs it, and `via`, the checkpoint file being read when the problem is in another file
+  * (a shared blob of a snapshot).
   */
-final case class VerifyProblem(file: String, error: String, batches: Seq[Long])
+final case class VerifyProblem(file: String, error: String, batches: Seq[Long], via: Option[String])
 
 final case class VerifyResult(
     store: StoreRef,
@@ -40,7 +41,9 @@ final case class VerifyResult(
       )
     }),
     "problems" -> arr(
-      problems.map(p => obj("file" -> p.file, "error" -> p.error, "batches" -> arr(p.batches.map(Num))))
+      problems.map(p =>
+        obj("file" -> p.file, "error" -> p.error, "batches" -> arr(p.batches.map(Num)), "via" -> opt(p.via))
+      )
     ),
     "filesVerified" -> filesVerified,
     "bytesVerified" -> bytesVerified
@@ -65,7 +68,7 @@ object StoreVerifier {
 
   def verify(store: ToolStore, targets: Seq[CommitLogEntry], scratchRoot: File): VerifyResult = {
     val files = store.files
-    val outcome = mutable.LinkedHashMap.empty[String, Option[String]] // location -> error
+    val outcome = mutable.LinkedHashMap.empty[String, Option[(String, String)]] // location -> (file, error)
     val needers = mutable.Map.empty[String, mutable.LinkedHashSet[Long]]
     var verifiedFiles = 0
     var verifiedBytes = 0L
@@ -82,7 +85,8 @@ object StoreVerifier {
             verifiedFiles += 1
             None
           } catch {
-            case e: Exception => Some(Option(e.getMessage).getOrElse(e.toString))
+            case e: CorruptCheckpointFileException => Some((e.file, e.getMessage))
+            case e: Exception => Some((location, Option(e.getMessage).getOrElse(e.toString)))
           }
         }
       )
@@ -155,8 +159,8 @@ object StoreVerifier {
           }
         }
       }
-      val problems = outcome.toSeq.collect { case (file, Some(err)) =>
-        VerifyProblem(file, err, needers(file).toSeq.sorted)
+      val problems = outcome.toSeq.collect { case (location, Some((file, err))) =>
+        VerifyProblem(file, err, needers(location).toSeq.sorted, Some(location).filter(_ != file))
       }
       VerifyResult(store.ref, checked, problems, verifiedFiles, verifiedBytes)
     } finally deleteRecursively(scratch)
