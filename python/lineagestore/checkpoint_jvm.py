@@ -39,14 +39,15 @@ class JvmTools:
         self._jvm = jvm
         self._gateway = gateway
         self.log_path = log_path
-        try:
-            self._tools = jvm.io.lineagestore.tools.CheckpointTools
-            self._tools.setHadoopConf  # noqa: B018 - resolves the class now, so a missing jar fails here
-        except Exception as e:  # py4j raises various errors for a class that is not there
+        from py4j.java_gateway import JavaClass
+
+        # py4j answers a class it cannot find with a JavaPackage: check what came back
+        self._tools = jvm.io.lineagestore.tools.CheckpointTools
+        if not isinstance(self._tools, JavaClass):
             raise ToolsUnavailable(
-                f"the JVM does not have {TOOLS_CLASS} ({e}). Configure the SparkSession with "
-                "lineagestore.configure(...) (which adds the lineagestore jar) before using the tools in it."
-            ) from e
+                f"the JVM does not have {TOOLS_CLASS}: the lineagestore jar is not on its class path. Configure "
+                "the SparkSession with lineagestore.configure(...) (which adds the jar) before using the tools."
+            )
 
     # -- plumbing ---------------------------------------------------------------------------------------------
 

@@ -371,6 +371,43 @@ def test_usage_errors_exit_2(capsys):
     assert "must be at least 1" in capsys.readouterr().err
 
 
+def test_a_jvm_without_the_jar_is_refused_clearly():
+    from lineagestore.checkpoint_jvm import JvmTools, ToolsUnavailable
+
+    class Package:  # what py4j returns for a name it cannot resolve
+        def __getattr__(self, name):
+            return self
+
+    with pytest.raises(ToolsUnavailable, match="lineagestore.configure"):
+        JvmTools(Package())
+
+
+def test_progress_line_and_durations():
+    import io
+
+    from lineagestore.checkpoint import Progress, parse_duration_ms
+
+    buf = io.StringIO()
+    p = Progress(True, buf)
+    p.start("verify", 4)
+    p.step("state/0/0")
+    p.finish()
+    assert "\rverify 1/4  25% state/0/0" in buf.getvalue()
+    quiet = io.StringIO()
+    Progress(False, quiet).start("x", 1)
+    assert quiet.getvalue() == ""
+    assert [parse_duration_ms(t) for t in ("0s", "90", "30m", "6h", "2d", "250ms")] == [
+        0,
+        90_000,
+        1_800_000,
+        21_600_000,
+        172_800_000,
+        250,
+    ]
+    with pytest.raises(ValueError, match="not a duration"):
+        parse_duration_ms("soon")
+
+
 def test_console_script_runs_its_own_gateway_jvm(base):
     exe = Path(sys.executable).parent / "lineagestore"
     out = subprocess.run(
