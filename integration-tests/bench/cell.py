@@ -308,7 +308,7 @@ class Runner:
         for k, v in {**extra, **s["confs"]}.items():
             conf.set(k, v)
         hadoop = spark.sparkContext._jsc.hadoopConfiguration()
-        for k, v in s.get("hadoop_conf", {}).items():
+        for k, v in {**s.get("hadoop_conf", {}), **s["confs"]}.items():
             hadoop.set(k, v)
         if self.store == "s3":  # credentials come from the environment only (run.py), never from the spec
             prefix = f"fs.s3a.bucket.{s['bucket']}."
@@ -414,7 +414,7 @@ class Runner:
             "delete_by_kind": {a: by_kind(steady, "count", "DELETE", a) for a in areas},
             "raw": steady if self.store == "s3" else {},
         }
-        r["idle"] = {"seconds": s["idle_s"], "io": self._io(idle)}
+        r["idle"] = {"seconds": s["idle_s"], "io": self._io(idle), "raw": idle if self.store == "s3" else {}}
         r["footprint"] = footprint(self.spark, self.checkpoint.rstrip("/") + "/state")
         r["log"] = parse_log(Path(s["log_path"]), t_steady, t_idle_end)
         r["log_all"] = parse_log(Path(s["log_path"]), t_start, t_idle_end)

@@ -340,7 +340,8 @@ def make_plots(summary: dict[str, Any], out: Path) -> list[str]:
         ax.set_xticks([x + width * (len(others) - 1) / 2 for x in range(len(keys))])
         ax.set_xticklabels([SHORT[k] for k in keys], fontsize=7)
         ax.set_title(f"{w}: ratio to {meta['baseline']} (log scale, lower is better)", fontsize=9)
-        ax.legend(fontsize=7)
+        if others:
+            ax.legend(fontsize=7)
     save(fig, "ratios.png")
 
     # 2. batch duration per batch

@@ -8,7 +8,7 @@ steady-state batches; the two restore batches after them are small (they measure
 |---|---|---|---|
 | ``agg`` | ``groupBy(k).agg(count, sum)``, update mode | ``keys`` rows | ``update_fraction * keys`` rows, random existing keys |
 | ``dedup`` | ``dropDuplicates(id)``, append | up to ``keys`` ids | ``update_fraction * keys`` ids drawn from ``[0, keys)`` |
-| ``join`` | stream-stream inner join with watermarks and a time-range condition | ~``join_window`` batches of rows per side | ``update_fraction * keys`` rows per side |
+| ``join`` | stream-stream inner join with watermarks and a time-range condition | ~``join_window`` batches of rows per side | ``join_rows`` rows per side |
 | ``tws`` | ``transformWithState`` (Python, Row API): ValueState + ListState + MapState per key | ``tws_keys`` keys | ``update_fraction * tws_keys`` rows |
 
 The queries write to the ``noop`` sink: the benchmark measures the state store, not a sink.
@@ -35,12 +35,17 @@ class Sizes:
     keys: int
     update_fraction: float
     tws_keys: int
+    join_rows: int  # rows per side per batch
     join_window: int  # batches a join row stays in state (watermark delay + range), in batches
     restore_rows: int
 
     @property
     def updates(self) -> int:
         return max(1, int(self.keys * self.update_fraction))
+
+    @property
+    def join_updates(self) -> int:
+        return max(2, self.join_rows)
 
     @property
     def tws_updates(self) -> int:
@@ -82,9 +87,11 @@ def batch_tables(workload: str, sizes: Sizes, batch: int, kind: str, seed: int =
     if workload == "join":
         # Left ids are new every batch; each right id arrives in the same batch as its left id (half) or in
         # the next one (the other half). Event time advances BATCH_SECONDS per batch.
-        base = batch * sizes.updates * 2
+        u = sizes.join_updates
+        n = sizes.restore_rows if kind == "restore" else u
+        base = batch * u * 2
         left = np.arange(base, base + n, dtype="int64")
-        prev = np.arange(base - 2 * sizes.updates + n // 2, base - 2 * sizes.updates + n, dtype="int64")
+        prev = np.arange(base - 2 * u + u // 2, base - 2 * u + u, dtype="int64")
         right = np.concatenate([left[: n // 2], prev if batch > 0 else np.empty(0, "int64")])
         t = T0 + batch * BATCH_SECONDS
         return {
