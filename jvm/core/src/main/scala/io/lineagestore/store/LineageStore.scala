@@ -279,6 +279,9 @@ final class LineageStore(
 
   def frozenCount: Int = frozen.size
 
+  /** Version of the last snapshot this store uploaded or restored. */
+  def lastUploadedVersion: Option[Long] = lastUploaded.map(_.checkpoint.version)
+
   private def noteCommitted(head: CheckpointId, lineage: Seq[CheckpointId]): Unit = committed.synchronized {
     if (!head.isEmptyState) {
       committed(head.version) = head.uniqueId

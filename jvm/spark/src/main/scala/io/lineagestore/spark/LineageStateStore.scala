@@ -202,11 +202,12 @@ private[spark] class LineageStateStore(
       useMultipleValuesPerKey: Boolean,
       isInternal: Boolean
   ): Unit = {
-    provider.registerColumnFamily(colFamilyName, keyStateEncoderSpec, valueSchema, useMultipleValuesPerKey)
     if (!store.columnFamilies.names.contains(colFamilyName)) {
       checkWritable("createColFamilyIfAbsent")
+      provider.forgetColumnFamily(colFamilyName) // a new family takes the schema given now
       store.columnFamilies.create(colFamilyName)
     }
+    provider.registerColumnFamily(colFamilyName, keyStateEncoderSpec, valueSchema, useMultipleValuesPerKey)
   }
 
   override def registerColFamily(
@@ -224,7 +225,9 @@ private[spark] class LineageStateStore(
     if (colFamilyName == StateStore.DEFAULT_COL_FAMILY_NAME) {
       throw new IllegalArgumentException("the default column family cannot be removed")
     }
-    store.columnFamilies.remove(colFamilyName)
+    val removed = store.columnFamilies.remove(colFamilyName)
+    if (removed) provider.forgetColumnFamily(colFamilyName)
+    removed
   }
 
   override def allColumnFamilyNames: Set[String] = store.columnFamilies.names

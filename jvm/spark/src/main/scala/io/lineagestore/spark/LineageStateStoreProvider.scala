@@ -13,6 +13,7 @@ import org.apache.spark.sql.execution.streaming.state._
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow
 import org.apache.spark.sql.execution.streaming.state.lineagestore.{
   ChangeFeedSupport,
+  SnapshotReporting,
   SparkInternals,
   StateEncoders
 }
@@ -256,7 +257,12 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
     doCleanupMaintenance()
   }
 
-  override def doSnapshotMaintenance(): Unit = if (store != null) store.uploadSnapshots()
+  override def doSnapshotMaintenance(): Unit = if (store != null) {
+    val uploaded = store.uploadSnapshots()
+    if (uploaded > 0 && storeConf.reportSnapshotUploadLag) {
+      store.lastUploadedVersion.foreach(v => SnapshotReporting.reportUploaded(storeId, hadoopConf, v))
+    }
+  }
 
   override def doCleanupMaintenance(): Unit = if (store != null) store.cleanup()
 
@@ -268,11 +274,21 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
       store = null
     }
     if (transferPool != null) transferPool.shutdownNow()
+    // the local RocksDB copy is a cache of the blob store: nothing else will ever reuse this directory
+    if (localRoot != null) deleteRecursively(localRoot)
   }
 
   override def supportedCustomMetrics: Seq[StateStoreCustomMetric] = LineageMetrics.all
 
   private[spark] def metricsOf(s: LineageStateStore): StateStoreMetrics = LineageMetrics.of(store)
+
+  private def deleteRecursively(f: File): Unit = {
+    if (f.isDirectory) Option(f.listFiles()).getOrElse(Array.empty[File]).foreach(deleteRecursively)
+    f.delete()
+  }
+
+  /** A family removed (or created anew) must not keep the encoders of its old schema. */
+  private[spark] def forgetColumnFamily(name: String): Unit = encoders.remove(name)
 
   override def toString: String = s"LineageStateStoreProvider[$storeId]"
 }

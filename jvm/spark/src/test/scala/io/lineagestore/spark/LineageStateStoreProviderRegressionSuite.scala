@@ -6,10 +6,10 @@ import org.apache.spark.sql.catalyst.expressions.{GenericInternalRow, UnsafeProj
 import org.apache.spark.sql.types._
 import org.apache.spark.unsafe.types.UTF8String
 
-/** Provider behaviours that are wrong today. Each test asserts the correct behaviour and fails until the
-  * named cause is fixed; kept apart so [[LineageStateStoreProviderSuite]] stays green.
+/** Regression tests for provider bugs found by the conformance work; each comment names the cause that was
+  * fixed.
   */
-class LineageStateStoreProviderKnownBugsSuite extends ProviderTestSupport {
+class LineageStateStoreProviderRegressionSuite extends ProviderTestSupport {
 
   private def filesUnder(f: File): Seq[String] =
     Option(f.listFiles()).getOrElse(Array.empty[File]).toSeq.flatMap { c =>

@@ -16,7 +16,7 @@ import org.scalatest.time.SpanSugar._
 /** What Spark's driver expects to hear from a provider and does not today. Asserts the correct behaviour;
   * fails until the cause is fixed.
   */
-class SparkCoordinatorKnownBugsSuite extends AnyFunSuite with BeforeAndAfterAll {
+class SparkCoordinatorRegressionSuite extends AnyFunSuite with BeforeAndAfterAll {
   private var tmp: File = _
   private var spark: SparkSession = _
 

@@ -79,3 +79,17 @@ trait ChangeFeedSupport extends SupportsFineGrainedReplay {
   ): org.apache.spark.util.NextIterator[ChangeFeed.Record] =
     ChangeFeed.iterator(changeRecords(startVersion, endVersion, colFamilyNameOpt, endVersionStateStoreCkptId))
 }
+
+/** Thin shim: telling Spark's state store coordinator a snapshot was uploaded (its snapshot-lag report). */
+object SnapshotReporting {
+  def reportUploaded(
+      id: StateStoreId,
+      hadoopConf: org.apache.hadoop.conf.Configuration,
+      version: Long
+  ): Unit = {
+    val runId = scala.util.Try(java.util.UUID.fromString(StateStoreProvider.getRunId(hadoopConf))).toOption
+    for (run <- runId; coordinator <- StateStoreProvider.coordinatorRef) {
+      coordinator.snapshotUploaded(StateStoreProviderId(id, run), version, System.currentTimeMillis())
+    }
+  }
+}
