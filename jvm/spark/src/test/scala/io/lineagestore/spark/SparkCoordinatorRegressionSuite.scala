@@ -13,8 +13,8 @@ import org.scalatest.concurrent.Eventually._
 import org.scalatest.funsuite.AnyFunSuite
 import org.scalatest.time.SpanSugar._
 
-/** What Spark's driver expects to hear from a provider and does not today. Asserts the correct behaviour;
-  * fails until the cause is fixed.
+/** What Spark's driver expects to hear from a provider: snapshot uploads reach the coordinator (a regression
+  * test; the provider once never reported them).
   */
 class SparkCoordinatorRegressionSuite extends AnyFunSuite with BeforeAndAfterAll {
   private var tmp: File = _
