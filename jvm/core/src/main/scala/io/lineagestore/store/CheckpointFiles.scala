@@ -53,10 +53,12 @@ final class CheckpointFiles(val blobs: BlobStore, val store: StoreIdentity, tran
   // ---- deltas ---------------------------------------------------------------------------------------------
 
   /** Writes `<id>.delta` atomically: header with lineage, then the records. */
-  def writeDelta(id: CheckpointId, ancestors: Seq[CheckpointId])(records: DeltaFile.Writer => Unit): Long = {
+  def writeDelta(id: CheckpointId, ancestors: Seq[CheckpointId], codec: DeltaCodec = DeltaCodec.Default)(
+      records: DeltaFile.Writer => Unit
+  ): Long = {
     var count = 0L
     blobs.write(id.deltaFileName) { out =>
-      val w = new DeltaFile.Writer(out, DeltaHeader(store, id, ancestors))
+      val w = new DeltaFile.Writer(out, DeltaHeader(store, id, ancestors), codec)
       records(w)
       count = w.recordCount
       w.close()

@@ -201,7 +201,7 @@ final class LineageStore(
     val lineage = if (parent.isEmptyState) Nil else parent +: ancestors
     columnFamilies.stageCounts()
     crash.at(CrashPoints.CommitBeforeDelta)
-    val records = files.writeDelta(id, lineage) { w =>
+    val records = files.writeDelta(id, lineage, settings.deltaCodec) { w =>
       db.pending.range(Array.emptyByteArray, null).foreach { case (k, v) =>
         if (v == null) w.delete(k) else w.put(k, v)
       }

@@ -1,6 +1,7 @@
 package io.lineagestore.store
 
 import io.lineagestore.engine.RocksDbTuning
+import io.lineagestore.format.DeltaCodec
 
 /** Everything one store needs to know from configuration, already validated by the caller. */
 final case class StoreSettings(
@@ -10,7 +11,8 @@ final case class StoreSettings(
     maxPendingBytesKey: String = "maxPendingBytes",
     orphanGracePeriodMs: Long = 6L * 60 * 60 * 1000,
     orphanSweepEveryCleanups: Int = 100,
-    tuning: RocksDbTuning = RocksDbTuning()
+    tuning: RocksDbTuning = RocksDbTuning(),
+    deltaCodec: DeltaCodec = DeltaCodec.Default
 )
 
 /** Named steps of commit, snapshot upload and clean-up. A test passes a hook that stops the process (or

@@ -11,9 +11,12 @@ class FormatSuite extends AnyFunSuite {
   private val id = CheckpointId(12, "abc-123")
   private val lineage = Seq(CheckpointId(11, "p11"), CheckpointId(10, "p10"))
 
-  private def delta(records: Seq[(Array[Byte], Array[Byte])]): Array[Byte] = {
+  private def delta(
+      records: Seq[(Array[Byte], Array[Byte])],
+      codec: DeltaCodec = DeltaCodec.Default
+  ): Array[Byte] = {
     val out = new ByteArrayOutputStream()
-    val w = new DeltaFile.Writer(out, DeltaHeader(store, id, lineage))
+    val w = new DeltaFile.Writer(out, DeltaHeader(store, id, lineage), codec)
     records.foreach { case (k, v) => if (v == null) w.delete(k) else w.put(k, v) }
     w.close()
     out.toByteArray
@@ -33,27 +36,72 @@ class FormatSuite extends AnyFunSuite {
     (Array[Byte](4), Array.emptyByteArray)
   )
 
-  test("delta round trip keeps header, lineage, puts, deletes and empty values") {
-    val (h, records) = readAll(delta(sample))
-    assert(h == DeltaHeader(store, id, lineage))
-    assert(
-      records == Seq((Seq[Byte](1, 2), Some(Seq[Byte](9))), (Seq[Byte](3), None), (Seq[Byte](4), Some(Nil)))
-    )
-    val header = DeltaFile.readHeader(new ByteArrayInputStream(delta(sample)), "f.delta", store, id)
-    assert(header.ancestors == lineage)
-  }
+  private val codecs = Seq(DeltaCodec.Uncompressed, DeltaCodec.Zstd())
 
-  test("every single-byte corruption and every truncation of a delta is detected") {
-    val good = delta(sample)
-    for (i <- good.indices) {
-      val bad = good.clone()
-      bad(i) = (bad(i) ^ 0x5a).toByte
-      intercept[CorruptCheckpointFileException](readAll(bad))
+  for (codec <- codecs) {
+    test(s"delta round trip keeps header, lineage, puts, deletes and empty values (${codec.name})") {
+      val (h, records) = readAll(delta(sample, codec))
+      assert(h == DeltaHeader(store, id, lineage))
+      assert(
+        records == Seq((Seq[Byte](1, 2), Some(Seq[Byte](9))), (Seq[Byte](3), None), (Seq[Byte](4), Some(Nil)))
+      )
+      val header = DeltaFile.readHeader(new ByteArrayInputStream(delta(sample, codec)), "f.delta", store, id)
+      assert(header.ancestors == lineage)
     }
-    for (n <- 0 until good.length) {
-      val e = intercept[CorruptCheckpointFileException](readAll(good.take(n)))
+
+    test(s"every single-byte corruption and every truncation of a delta is detected (${codec.name})") {
+      val good = delta(sample, codec)
+      for (i <- good.indices) {
+        val bad = good.clone()
+        bad(i) = (bad(i) ^ 0x5a).toByte
+        intercept[CorruptCheckpointFileException](readAll(bad))
+      }
+      for (n <- 0 until good.length) {
+        val e = intercept[CorruptCheckpointFileException](readAll(good.take(n)))
+        assert(e.getMessage.contains("f.delta"))
+      }
+      val e = intercept[CorruptCheckpointFileException](readAll(good ++ Array[Byte](0)))
       assert(e.getMessage.contains("f.delta"))
     }
+  }
+
+  test("a large zstd delta round-trips and is several times smaller than the uncompressed one") {
+    val rnd = new scala.util.Random(7)
+    // state-like records: sequential keys, values with repeated structure and some entropy
+    val many = (0 until 20000).map { i =>
+      val v = new Array[Byte](48)
+      java.nio.ByteBuffer.wrap(v).putLong(i.toLong).putLong(i.toLong * 31).putInt(rnd.nextInt(1000))
+      (java.nio.ByteBuffer.allocate(12).putShort(1).putInt(0).putInt(i).array(), if (i % 10 == 0) null else v)
+    }
+    val plain = delta(many, DeltaCodec.Uncompressed)
+    val zstd = delta(many, DeltaCodec.Zstd())
+    assert(zstd.length * 3 < plain.length, s"zstd ${zstd.length} bytes vs uncompressed ${plain.length}")
+    val (_, back) = readAll(zstd)
+    assert(back.size == many.size)
+    assert(back.zip(many).forall { case ((k, v), (k0, v0)) => k == k0.toSeq && v == Option(v0).map(_.toSeq) })
+  }
+
+  test("format version 1 deltas (uncompressed, no codec byte) are still read") {
+    // version 1 = version 2 with codec none, minus the codec byte, with both checksums over its own bytes
+    val v2 = delta(sample, DeltaCodec.Uncompressed)
+    val headerEnd = DeltaFile.Magic.length + 8 + 4 + 2 + store.storeName.length + 8 + 2 + id.uniqueId.length +
+      4 + lineage.map(a => 8 + 2 + a.uniqueId.length).sum
+    assert(v2(headerEnd) == 0, "codec byte of an uncompressed delta")
+    def crc(b: Array[Byte]) = { val c = new java.util.zip.CRC32C; c.update(b); c.getValue.toInt }
+    def i32(v: Int) = java.nio.ByteBuffer.allocate(4).putInt(v).array()
+    val head = v2.take(headerEnd).updated(7, 1.toByte)
+    val records = v2.slice(headerEnd + 1 + 4, v2.length - 4)
+    val withHeaderCrc = head ++ i32(crc(head)) ++ records
+    val v1 = withHeaderCrc ++ i32(crc(withHeaderCrc))
+    val (h, got) = readAll(v1)
+    assert(h == DeltaHeader(store, id, lineage))
+    assert(got.size == sample.size)
+  }
+
+  test("a delta of an unknown future format version is rejected naming the versions this build reads") {
+    val future = delta(sample).updated(7, 9.toByte)
+    val e = intercept[CorruptCheckpointFileException](readAll(future))
+    assert(e.getMessage.contains("format version 9") && e.getMessage.contains("1, 2"))
   }
 
   test("a delta of another store or another checkpoint is rejected by name") {
