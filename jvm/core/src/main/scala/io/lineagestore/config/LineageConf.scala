@@ -84,6 +84,24 @@ object LineageConf {
     "",
     "Executor-local directory for RocksDB instances and frozen snapshots. Empty: java.io.tmpdir."
   )
+  val LocalRetentionMs: ConfEntry[Long] = long(
+    "localRetentionMs",
+    60L * 60 * 1000,
+    "How long a closed store's local RocksDB directory is kept, so that the next provider of the same store " +
+      "on this executor (a restarted query) resumes without downloading. 0 deletes it on close.",
+    min = 0
+  )
+  val DeltaCompression: ConfEntry[String] = ConfEntry[String](
+    "deltaCodec",
+    "zstd",
+    "Compression of the records in delta files: zstd (level 1) or none. Readers detect it per file.",
+    "string",
+    s => Some(s.trim.toLowerCase),
+    v =>
+      if (io.lineagestore.format.DeltaCodec.byName(v).isEmpty)
+        Some(s"must be one of ${io.lineagestore.format.DeltaCodec.names.mkString(", ")}")
+      else None
+  )
   val TransferThreads: ConfEntry[Int] = int(
     "transferThreads",
     8,
@@ -122,6 +140,8 @@ object LineageConf {
   val All: Seq[ConfEntry[_]] = Seq(
     MaxPendingBytes,
     LocalDir,
+    LocalRetentionMs,
+    DeltaCompression,
     TransferThreads,
     OrphanGracePeriodMs,
     OrphanSweepEveryCleanups,

@@ -132,13 +132,22 @@ final class LocalRocksDb(
     * SST files plus copies of the small files): the only synchronous part of taking a snapshot.
     */
   def checkpointTo(target: File): Unit = {
-    val flush = new FlushOptions().setWaitForFlush(true)
-    try db.flush(flush)
-    finally flush.close()
+    flush()
     val cp = Checkpoint.create(db)
     try cp.createCheckpoint(target.getAbsolutePath)
     finally cp.close()
   }
+
+  /** Writes every memtable to SST files (the WAL is off: unflushed committed data lives only in memory). */
+  def flush(): Unit = {
+    val flush = new FlushOptions().setWaitForFlush(true)
+    try db.flush(flush)
+    finally flush.close()
+  }
+
+  /** Live SST files and their sizes. */
+  def liveSstSizes: Map[String, Long] =
+    db.getLiveFilesMetaData.asScala.map(m => m.fileName().stripPrefix("/") -> m.size()).toMap
 
   /** Names of the files of the live database (for metrics and tests). */
   def liveFileNames: Seq[String] = db.getLiveFilesMetaData.asScala.map(_.fileName().stripPrefix("/")).toSeq

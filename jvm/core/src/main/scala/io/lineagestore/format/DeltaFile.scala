@@ -100,10 +100,15 @@ object DeltaFile {
       head.writeByte(codec.id)
       head.writeInt(crc.getValue.toInt)
       // the codec's close ends its frame but must leave `stored` open for the file checksum
-      new DataOutputStream(new BufferedOutputStream(codec.wrap(new FilterOutputStream(stored) {
-        override def write(b: Array[Byte], off: Int, len: Int): Unit = stored.write(b, off, len)
-        override def close(): Unit = flush()
-      }), 1 << 16))
+      new DataOutputStream(
+        new BufferedOutputStream(
+          codec.wrap(new FilterOutputStream(stored) {
+            override def write(b: Array[Byte], off: Int, len: Int): Unit = stored.write(b, off, len)
+            override def close(): Unit = flush()
+          }),
+          1 << 16
+        )
+      )
     }
     private var count = 0L
     private var closed = false

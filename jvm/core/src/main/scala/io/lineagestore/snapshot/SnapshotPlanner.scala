@@ -69,6 +69,15 @@ object SnapshotPlanner {
     DownloadPlan(keep, download, inline, local.map(_.name).filterNot(keepNames))
   }
 
+  /** Local files worth hashing before a restore: same name and size as a shared file of `index`, content not
+    * yet known (a directory left by an earlier provider). Reading the local disk is far cheaper than a
+    * download.
+    */
+  def toHashBeforeDownload(index: SnapshotIndex, local: Seq[LocalFile]): Seq[LocalFile] = {
+    val wanted = index.files.filter(_.blob.isDefined).map(f => (f.name, f.size)).toSet
+    local.filter(l => l.sha256.isEmpty && wanted((l.name, l.size)))
+  }
+
   /** Shared blobs no longer referenced once `dropped` snapshots are deleted, given every snapshot that stays
     * (`retained`). A blob referenced by any retained snapshot is never returned.
     */

@@ -210,10 +210,19 @@ final class CheckpointFiles(val blobs: BlobStore, val store: StoreIdentity, tran
       val index =
         checkIndex(SnapshotIndex.parse(DeltaFile.guard(location)(zip.readAllBytes()), location), id, location)
       Files.createDirectories(target.toPath)
-      val localFiles = Option(target.listFiles()).getOrElse(Array.empty[File]).filter(_.isFile).map { f =>
+      val listed = Option(target.listFiles()).getOrElse(Array.empty[File]).filter(_.isFile).toSeq.map { f =>
         LocalFile(f.getName, f.length(), knownHashes.get(f.getName).filter(_._1 == f.length()).map(_._2))
       }
-      val plan = SnapshotPlanner.planDownload(index, localFiles.toSeq)
+      val hashed = SnapshotPlanner
+        .toHashBeforeDownload(index, listed)
+        .map { f =>
+          transferPool.submit(new Callable[LocalFile] {
+            override def call(): LocalFile = f.copy(sha256 = Some(sha256Of(new File(target, f.name))))
+          })
+        }
+      val hashedByName = awaitAll(hashed).map(f => f.name -> f).toMap
+      val localFiles = listed.map(f => hashedByName.getOrElse(f.name, f))
+      val plan = SnapshotPlanner.planDownload(index, localFiles)
       plan.removeLocal.foreach(n => Files.deleteIfExists(new File(target, n).toPath))
       val downloads = plan.download.map { f =>
         transferPool.submit(new Callable[Unit] {

@@ -50,8 +50,23 @@ final class LineageStore(
 
   private val dbDir = new File(localRoot, "db")
   private val frozenRoot = new File(localRoot, "frozen")
-  private val db =
-    new LocalRocksDb(dbDir, settings.tuning, settings.maxPendingBytes, settings.maxPendingBytesKey)
+  // A reused local directory (see LocalDirectories) may hold an earlier provider's RocksDB and frozen
+  // checkpoints. The frozen ones were never registered here; the DB is only a source of files that the first
+  // load keeps if their content matches, and is discarded if it does not even open (a crash mid-write).
+  // A record of a clean close is taken (and deleted) before the directory is touched.
+  deleteRecursively(frozenRoot)
+  private var cleanClose = CleanCloseRecord.take(localRoot, files.store)
+  private val db = {
+    def open() =
+      new LocalRocksDb(dbDir, settings.tuning, settings.maxPendingBytes, settings.maxPendingBytesKey)
+    try open()
+    catch {
+      case scala.util.control.NonFatal(_) if dbDir.exists() =>
+        cleanClose = None
+        deleteRecursively(dbDir)
+        open()
+    }
+  }
   val columnFamilies = new ColumnFamilies(db)
   val counters = new StoreCounters
 
@@ -70,6 +85,16 @@ final class LineageStore(
   private val knownFiles = mutable.Set.empty[CheckpointFile]
   private val indexCache = mutable.Map.empty[CheckpointId, SnapshotIndex]
   private var cleanupsSinceSweep = Int.MaxValue
+
+  // resume from the record when the DB holds exactly the SSTs it lists
+  cleanClose.filter(_.liveSsts == db.liveSstSizes).foreach { r =>
+    loaded = Some(r.loaded)
+    ancestors = r.ancestors
+    presumedSnapshotVersion = r.presumedSnapshotVersion
+    generation = new Generation(mutable.Map.empty ++= r.hashes)
+    columnFamilies.reload()
+  }
+  cleanClose = None
 
   def loadedCheckpoint: Option[CheckpointId] = loaded
   def checkpointFiles: CheckpointFiles = files
@@ -254,7 +279,7 @@ final class LineageStore(
             next.id,
             next.ancestors,
             next.dir,
-            lastUploaded,
+            lastUploaded.orElse(presumedBase(next)),
             next.gen.hashes,
             () => crash.at(CrashPoints.SnapshotAfterBlobs)
           )
@@ -276,6 +301,12 @@ final class LineageStore(
     }
     n
   }
+
+  /** A store that resumed from a clean close has uploaded nothing yet: diff against the snapshot the frozen
+    * checkpoint's lineage presumes (the oldest ancestor), if it exists; one small read.
+    */
+  private def presumedBase(f: Frozen): Option[SnapshotIndex] =
+    f.ancestors.lastOption.filter(a => !a.isEmptyState && files.hasSnapshot(a)).flatMap(readIndex)
 
   def frozenCount: Int = frozen.size
 
@@ -370,9 +401,28 @@ final class LineageStore(
   def approximateMemoryBytes: Long = db.approximateMemoryBytes
   def localFileNames: Seq[String] = db.liveFileNames
 
+  /** Closes RocksDB. With a checkpoint loaded, flushes it first and leaves a [[CleanCloseRecord]], so a later
+    * store on the same directory resumes without downloading.
+    */
   override def close(): Unit = {
+    val record = loaded.filterNot(_.isEmptyState).flatMap { id =>
+      scala.util.Try {
+        db.abort()
+        db.flush()
+        CleanCloseRecord(
+          files.store,
+          id,
+          presumedSnapshotVersion,
+          ancestors,
+          db.liveSstSizes,
+          generation.hashes.toMap
+        )
+      }.toOption
+    }
+    loaded = None
     db.close()
     deleteRecursively(frozenRoot)
+    record.foreach(CleanCloseRecord.write(localRoot, _))
   }
 
   private def deleteRecursively(f: File): Unit = {

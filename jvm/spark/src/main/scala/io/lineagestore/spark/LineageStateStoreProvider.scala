@@ -1,7 +1,6 @@
 package io.lineagestore.spark
 
 import java.io.File
-import java.util.UUID
 import java.util.concurrent.{ExecutorService, Executors, ThreadFactory}
 import java.util.concurrent.atomic.AtomicInteger
 
@@ -21,10 +20,10 @@ import org.apache.spark.sql.types.StructType
 
 import io.lineagestore.config.{InvalidConfigException, LineageConf}
 import io.lineagestore.engine.RocksDbTuning
-import io.lineagestore.format.StoreIdentity
+import io.lineagestore.format.{DeltaCodec, StoreIdentity}
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.storage.HadoopBlobStore
-import io.lineagestore.store.{CheckpointFiles, LineageStore, StoreSettings}
+import io.lineagestore.store.{CheckpointFiles, LineageStore, LocalDirectories, LocalLease, StoreSettings}
 
 /** Spark's entry point:
   * `spark.sql.streaming.stateStore.providerClass=io.lineagestore.spark.LineageStateStoreProvider` with
@@ -40,6 +39,7 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
   @volatile private var store: LineageStore = _
   private var storeConf: StateStoreConf = _
   private var localRoot: File = _
+  private var localLease: LocalLease = _
   private var transferPool: ExecutorService = _
   private var hadoopConf: Configuration = _
   private val encoders = TrieMap.empty[String, StateEncoders]
@@ -78,7 +78,10 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
     val localBase = Option(LineageConf.LocalDir.from(confs))
       .filter(_.nonEmpty)
       .getOrElse(System.getProperty("java.io.tmpdir"))
-    localRoot = new File(localBase, s"lineagestore/${UUID.randomUUID()}")
+    val localDirs = new LocalDirectories(new File(localBase), LineageConf.LocalRetentionMs.from(confs))
+    LineageStateStoreProvider.evictIdleAtMostEveryMinute(localDirs)
+    localLease = localDirs.acquire(stateStoreId.storeCheckpointLocation().toString)
+    localRoot = localLease.dir
     val threads = LineageConf.TransferThreads.from(confs)
     val counter = new AtomicInteger
     transferPool = Executors.newFixedThreadPool(
@@ -103,9 +106,18 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
       maxPendingBytesKey = LineageConf.MaxPendingBytes.key,
       orphanGracePeriodMs = LineageConf.OrphanGracePeriodMs.from(confs),
       orphanSweepEveryCleanups = LineageConf.OrphanSweepEveryCleanups.from(confs),
-      tuning = RocksDbTuning(LineageConf.MemoryBytes.from(confs), LineageConf.WriteBufferBytes.from(confs))
+      tuning = RocksDbTuning(LineageConf.MemoryBytes.from(confs), LineageConf.WriteBufferBytes.from(confs)),
+      deltaCodec = DeltaCodec
+        .byName(LineageConf.DeltaCompression.from(confs))
+        .getOrElse(DeltaCodec.Default)
     )
-    store = new LineageStore(new CheckpointFiles(blobs, identity, transferPool), localRoot, settings)
+    try store = new LineageStore(new CheckpointFiles(blobs, identity, transferPool), localRoot, settings)
+    catch {
+      case t: Throwable =>
+        transferPool.shutdownNow()
+        localLease.release()
+        throw t
+    }
   }
 
   private[spark] def lineageStore: LineageStore = store
@@ -274,18 +286,14 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
       store = null
     }
     if (transferPool != null) transferPool.shutdownNow()
-    // the local RocksDB copy is a cache of the blob store: nothing else will ever reuse this directory
-    if (localRoot != null) deleteRecursively(localRoot)
+    // the local RocksDB copy is a cache of the blob store, kept for the next provider of this store (a
+    // restarted query) unless retention is 0 or another provider had the directory
+    if (localLease != null) localLease.release()
   }
 
   override def supportedCustomMetrics: Seq[StateStoreCustomMetric] = LineageMetrics.all
 
   private[spark] def metricsOf(s: LineageStateStore): StateStoreMetrics = LineageMetrics.of(store)
-
-  private def deleteRecursively(f: File): Unit = {
-    if (f.isDirectory) Option(f.listFiles()).getOrElse(Array.empty[File]).foreach(deleteRecursively)
-    f.delete()
-  }
 
   /** A family removed (or created anew) must not keep the encoders of its old schema. */
   private[spark] def forgetColumnFamily(name: String): Unit = encoders.remove(name)
@@ -295,4 +303,14 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
 
 private object LineageStateStoreProvider {
   val OwnershipTimeoutMs: Long = 120000L
+
+  // executor-wide: eviction lists every local store directory, so providers starting together share one run
+  private val lastEviction = new java.util.concurrent.atomic.AtomicLong(Long.MinValue)
+
+  def evictIdleAtMostEveryMinute(dirs: LocalDirectories): Unit = {
+    val now = System.currentTimeMillis()
+    val last = lastEviction.get()
+    if ((last == Long.MinValue || now - last > 60000L) && lastEviction.compareAndSet(last, now))
+      scala.util.Try(dirs.evictIdle())
+  }
 }

@@ -76,6 +76,7 @@ trait ProviderTestSupport extends AnyFunSuite with BeforeAndAfterEach {
   val MinBatchesKey = "spark.sql.streaming.minBatchesToRetain"
   val ProviderClassKey = "spark.sql.streaming.stateStore.providerClass"
   val LocalDirKey = "spark.sql.streaming.stateStore.lineagestore.localDir"
+  val LocalRetentionKey = "spark.sql.streaming.stateStore.lineagestore.localRetentionMs"
 
   def storeConf(extra: (String, String)*): StateStoreConf = {
     val sql = new SQLConf()
@@ -84,6 +85,8 @@ trait ProviderTestSupport extends AnyFunSuite with BeforeAndAfterEach {
     sql.setConfString(MinDeltasKey, "2")
     sql.setConfString(MinBatchesKey, "100")
     sql.setConfString(LocalDirKey, localDir.getAbsolutePath)
+    // every provider is "a new executor" with its own directory; tests of directory reuse set a retention
+    sql.setConfString(LocalRetentionKey, "0")
     extra.foreach { case (k, v) => sql.setConfString(k, v) }
     StateStoreConf(sql)
   }

@@ -1,0 +1,145 @@
+package io.lineagestore.store
+
+import java.io.File
+import java.nio.channels.{FileChannel, FileLock, OverlappingFileLockException}
+import java.nio.charset.StandardCharsets
+import java.nio.file.{Files, StandardOpenOption}
+import java.security.MessageDigest
+import java.util.UUID
+
+import scala.util.control.NonFatal
+
+/** The executor-local directories of stores. A store's directory outlives the provider that used it, so the
+  * next provider of the same store on this host (a restarted query, a task scheduled here again) restores
+  * warm: [[CheckpointFiles.restoreSnapshot]] keeps every local file whose content matches the snapshot.
+  *
+  * {{{
+  *   <base>/lineagestore/
+  *   ├── stores/
+  *   │   ├── <key>/            one store: db/ (RocksDB) and frozen/ (checkpoints awaiting upload);
+  *   │   │   └── STORE         the store's checkpoint location, for people looking at the disk
+  *   │   └── <key>.lock        OS file lock, held while a provider uses <key>/; never deleted
+  *   └── private/
+  *       ├── <uuid>/           a store whose directory was busy (or retention 0); deleted on release
+  *       └── <uuid>.lock       held while in use; a free lock means its process died
+  * }}}
+  * `<key>` is derived from the store's checkpoint location (SHA-256, 32 hex digits).
+  *
+  * Invariants: a directory is used by at most one provider at a time, across processes (OS lock) and within
+  * one JVM (the JVM refuses an overlapping lock); a directory is deleted only by whoever holds its lock. Lock
+  * files are never deleted, so two processes can never lock two different files for one directory. Nothing
+  * here is trusted for correctness: a reused directory only saves downloads, its files are checked by content
+  * before use.
+  */
+final class LocalDirectories(
+    base: File,
+    retentionMs: Long,
+    clock: () => Long = () => System.currentTimeMillis()
+) {
+  private val root = new File(base, "lineagestore")
+  private val storesDir = new File(root, "stores")
+  private val privateDir = new File(root, "private")
+
+  /** The directory for the store at `location`: its own if free, else a private one. */
+  def acquire(location: String): LocalLease = {
+    val key = LocalDirectories.keyOf(location)
+    if (retentionMs > 0) Files.createDirectories(storesDir.toPath)
+    val own = if (retentionMs > 0) tryLock(new File(storesDir, s"$key.lock")) else None
+    own match {
+      case Some(lock) =>
+        val dir = new File(storesDir, key)
+        Files.createDirectories(dir.toPath)
+        Files.writeString(new File(dir, "STORE").toPath, location + "\n", StandardCharsets.UTF_8)
+        new LocalLease(dir, reused = true, release = () => { touch(dir); unlock(lock) })
+      case None =>
+        Files.createDirectories(privateDir.toPath)
+        val id = UUID.randomUUID().toString
+        val lockFile = new File(privateDir, s"$id.lock")
+        val lock = tryLock(lockFile).getOrElse(throw new IllegalStateException(s"cannot lock new $lockFile"))
+        val dir = new File(privateDir, id)
+        Files.createDirectories(dir.toPath)
+        new LocalLease(
+          dir,
+          reused = false,
+          release = () => {
+            LocalDirectories.deleteRecursively(dir)
+            // nobody else ever asks for this id, so its lock file may go (unlike a store key's)
+            Files.deleteIfExists(lockFile.toPath)
+            unlock(lock)
+          }
+        )
+    }
+  }
+
+  /** Deletes store directories unused for longer than the retention (and not in use), and private directories
+    * whose process died (their lock is free). Returns what it deleted.
+    */
+  def evictIdle(): Seq[File] = {
+    val now = clock()
+    def unlockedDirs(parent: File): Seq[(File, File)] =
+      Option(parent.listFiles()).getOrElse(Array.empty[File]).toSeq.filter(_.isDirectory).map { d =>
+        (d, new File(parent, s"${d.getName}.lock"))
+      }
+    val idleStores = unlockedDirs(storesDir).flatMap { case (dir, lockFile) =>
+      withLock(lockFile) {
+        if (retentionMs <= 0 || now - dir.lastModified() > retentionMs) {
+          LocalDirectories.deleteRecursively(dir)
+          Some(dir)
+        } else None
+      }.flatten
+    }
+    val deadPrivate = unlockedDirs(privateDir).flatMap { case (dir, lockFile) =>
+      withLock(lockFile) {
+        LocalDirectories.deleteRecursively(dir)
+        Files.deleteIfExists(lockFile.toPath)
+        dir
+      }
+    }
+    idleStores ++ deadPrivate
+  }
+
+  private def withLock[T](lockFile: File)(body: => T): Option[T] =
+    tryLock(lockFile).map { lock =>
+      try body
+      finally unlock(lock)
+    }
+
+  private def unlock(lock: FileLock): Unit = { lock.release(); lock.channel.close() }
+
+  private def touch(dir: File): Unit = dir.setLastModified(clock())
+
+  private def tryLock(file: File): Option[FileLock] = {
+    val channel = FileChannel.open(file.toPath, StandardOpenOption.CREATE, StandardOpenOption.WRITE)
+    val lock =
+      try Option(channel.tryLock())
+      catch {
+        case _: OverlappingFileLockException => None // this JVM holds it already
+        case NonFatal(e)                     => channel.close(); throw e
+      }
+    if (lock.isEmpty) channel.close()
+    lock
+  }
+}
+
+/** A store's local directory, until [[release]]. `reused`: the directory outlives this lease. */
+final class LocalLease(val dir: File, val reused: Boolean, release: () => Unit) {
+  private var released = false
+  def release(): Unit = synchronized { if (!released) { released = true; release.apply() } }
+}
+
+object LocalDirectories {
+
+  def keyOf(location: String): String =
+    MessageDigest
+      .getInstance("SHA-256")
+      .digest(location.getBytes(StandardCharsets.UTF_8))
+      .take(16)
+      .map(b => f"${b & 0xff}%02x")
+      .mkString
+
+  private[store] def deleteRecursively(f: File): Unit = {
+    if (f.isDirectory && !Files.isSymbolicLink(f.toPath))
+      Option(f.listFiles()).getOrElse(Array.empty[File]).foreach(deleteRecursively)
+    f.delete()
+  }
+}

@@ -1,0 +1,221 @@
+package io.lineagestore.store
+
+import java.io.{File, InputStream, OutputStream}
+import java.nio.charset.StandardCharsets.UTF_8
+import java.nio.file.Files
+import java.util.concurrent.Executors
+import java.util.concurrent.atomic.AtomicInteger
+
+import org.apache.hadoop.conf.Configuration
+import org.apache.hadoop.fs.Path
+import org.scalatest.BeforeAndAfterEach
+import org.scalatest.funsuite.AnyFunSuite
+
+import io.lineagestore.format.StoreIdentity
+import io.lineagestore.lineage.{CheckpointId, LoadBase}
+import io.lineagestore.storage.{BlobInfo, BlobStore, HadoopBlobStore}
+
+/** A store directory outliving its provider: clean-close resume, content-checked reuse, and the directory
+  * leases. Real RocksDB, real local Hadoop filesystem.
+  */
+class LocalResumeSuite extends AnyFunSuite with BeforeAndAfterEach {
+  private var tmp: File = _
+  private val pool = Executors.newFixedThreadPool(4)
+  private val D = ColumnFamilies.DefaultId
+  private val identity = StoreIdentity(0, 0, "default")
+
+  /** Counts the reads that reach the store. */
+  private final class CountingBlobStore(inner: BlobStore) extends BlobStore {
+    val opens = new AtomicInteger
+    val openedNames = new java.util.concurrent.ConcurrentLinkedQueue[String]
+    def locate(name: String): String = inner.locate(name)
+    def write(name: String)(body: OutputStream => Unit): Unit = inner.write(name)(body)
+    def open(name: String): InputStream = { opens.incrementAndGet(); openedNames.add(name); inner.open(name) }
+    def exists(name: String): Boolean = inner.exists(name)
+    def size(name: String): Option[Long] = inner.size(name)
+    def delete(name: String): Unit = inner.delete(name)
+    def list(dir: String): Seq[BlobInfo] = inner.list(dir)
+  }
+
+  override def beforeEach(): Unit = tmp = Files.createTempDirectory("lineagestore-resume").toFile
+  override def afterEach(): Unit = LocalDirectories.deleteRecursively(tmp)
+
+  private def blobs = new CountingBlobStore(
+    new HadoopBlobStore(new Path(new File(tmp, "remote").toURI), new Configuration())
+  )
+  private def store(
+      local: File,
+      b: BlobStore = blobs,
+      settings: StoreSettings = StoreSettings(minDeltasForSnapshot = 2)
+  ) =
+    new LineageStore(new CheckpointFiles(b, identity, pool), local, settings)
+  private def bytes(s: String) = s.getBytes(UTF_8)
+  private def contents(s: LineageStore): Map[String, String] = {
+    val it = s.scan(D, Array.emptyByteArray, null)
+    try it.map { case (k, v) => new String(k, UTF_8) -> new String(v, UTF_8) }.toMap
+    finally it.close()
+  }
+  private def fill(s: LineageStore, batches: Range): CheckpointId = batches.map { i =>
+    (1 to 300).foreach(j => s.put(D, bytes(s"k$i-$j"), bytes("v" * 64 + i)))
+    if (i > 1) s.delete(D, bytes(s"k${i - 1}-1"))
+    val id = s.commit(CheckpointId.newUniqueId())
+    s.uploadSnapshots()
+    id
+  }.last
+
+  private def sstFiles(local: File): Seq[File] =
+    Option(new File(local, "db").listFiles())
+      .getOrElse(Array.empty[File])
+      .toSeq
+      .filter(_.getName.endsWith(".sst"))
+
+  test("a store on the directory of a cleanly closed one resumes at its checkpoint and reads nothing") {
+    val local = new File(tmp, "local")
+    val first = store(local)
+    first.load(CheckpointId.Empty)
+    val head = fill(first, 1 to 5)
+    val expected = contents(first)
+    first.close()
+    assert(new File(local, CleanCloseRecord.FileName).isFile)
+
+    val counting = blobs
+    val second = store(local, counting)
+    try {
+      assert(!new File(local, CleanCloseRecord.FileName).exists, "the record is consumed on open")
+      assert(second.loadedCheckpoint.contains(head))
+      val plan = second.load(head)
+      assert(plan.base == LoadBase.Local(head) && plan.deltas.isEmpty)
+      assert(counting.opens.get == 0, s"read ${counting.openedNames}")
+      assert(contents(second) == expected)
+      // it goes on from there: the next commit's lineage continues the old one, and a restart from the store
+      // alone (fresh directory) sees the same state
+      second.put(D, bytes("after"), bytes("resume"))
+      val next = second.commit(CheckpointId.newUniqueId())
+      second.freezeNow()
+      second.uploadSnapshots()
+      assert(
+        second.counters.filesReused.get > 0,
+        "the first snapshot after a resume diffs against the presumed one"
+      )
+      val cold = store(new File(tmp, "cold"))
+      try {
+        cold.load(next)
+        assert(contents(cold) == expected + ("after" -> "resume"))
+      } finally cold.close()
+    } finally second.close()
+  }
+
+  test(
+    "a directory without a clean-close record (a crash) restores from the store, keeping SSTs whose content matches"
+  ) {
+    val local = new File(tmp, "local")
+    val first = store(local)
+    first.load(CheckpointId.Empty)
+    val head = fill(first, 1 to 4)
+    first.freezeNow()
+    first.uploadSnapshots()
+    val expected = contents(first)
+    first.close()
+    Files.delete(new File(local, CleanCloseRecord.FileName).toPath) // as if the process had died instead
+    val ssts = sstFiles(local).map(f => f.getName -> Files.readAllBytes(f.toPath)).toMap
+
+    val second = store(local)
+    try {
+      assert(second.loadedCheckpoint.isEmpty)
+      assert(second.load(head).base == LoadBase.Snapshot(head))
+      assert(second.counters.filesReused.get == ssts.size && ssts.nonEmpty)
+      assert(
+        second.counters.filesDownloaded.get == files(head).count(_.blob.isEmpty),
+        "only inline files move"
+      )
+      assert(contents(second) == expected)
+    } finally second.close()
+  }
+
+  test(
+    "a record whose SSTs do not match the directory is ignored, and a damaged SST is replaced, not trusted"
+  ) {
+    val local = new File(tmp, "local")
+    val first = store(local)
+    first.load(CheckpointId.Empty)
+    val head = fill(first, 1 to 4)
+    first.freezeNow()
+    first.uploadSnapshots()
+    val expected = contents(first)
+    first.close()
+    // same name and size, other content: only a content check can tell
+    val victim = sstFiles(local).maxBy(_.length())
+    val damaged = Files.readAllBytes(victim.toPath)
+    damaged(damaged.length / 2) = (damaged(damaged.length / 2) ^ 0x55).toByte
+    Files.write(victim.toPath, damaged)
+    // and one SST fewer than the record lists
+    sstFiles(local).filterNot(_ == victim).headOption.foreach(f => Files.delete(f.toPath))
+
+    val second = store(local)
+    try {
+      assert(second.loadedCheckpoint.isEmpty, "the record lists an SST the directory no longer has")
+      assert(second.load(head).base == LoadBase.Snapshot(head))
+      assert(contents(second) == expected)
+      assert(second.counters.filesDownloaded.get >= 2)
+    } finally second.close()
+  }
+
+  test("a record of another store is ignored") {
+    val local = new File(tmp, "local")
+    val first = store(local)
+    first.load(CheckpointId.Empty)
+    fill(first, 1 to 2)
+    first.close()
+    val other = new LineageStore(
+      new CheckpointFiles(blobs, identity.copy(partitionId = 1), pool),
+      local,
+      StoreSettings()
+    )
+    try assert(other.loadedCheckpoint.isEmpty)
+    finally other.close()
+  }
+
+  private def files(id: CheckpointId) = new CheckpointFiles(blobs, identity, pool).readSnapshotIndex(id).files
+
+  test("directory leases: one user at a time, kept after release, private when busy, evicted when idle") {
+    var now = 1000000L
+    val dirs = new LocalDirectories(tmp, retentionMs = 60000, clock = () => now)
+    val a = dirs.acquire("s3a://bucket/q1/state/0/0")
+    assert(a.reused)
+    Files.writeString(new File(a.dir, "x").toPath, "kept")
+    val busy = dirs.acquire("s3a://bucket/q1/state/0/0")
+    assert(!busy.reused && busy.dir != a.dir, "a directory in use is never shared")
+    val other = dirs.acquire("s3a://bucket/q1/state/0/1")
+    assert(other.reused && other.dir != a.dir)
+    busy.release()
+    assert(!busy.dir.exists, "a private directory is deleted on release")
+    a.release()
+    val again = dirs.acquire("s3a://bucket/q1/state/0/0")
+    assert(again.dir == a.dir && new File(again.dir, "x").isFile, "the same store gets its directory back")
+    again.release()
+    now += 30000
+    assert(dirs.evictIdle().isEmpty)
+    now += 60000
+    assert(dirs.evictIdle() == Seq(a.dir), "idle past retention; the one in use stays")
+    assert(other.dir.exists)
+    other.release()
+
+    val deleteOnClose = new LocalDirectories(tmp, retentionMs = 0, clock = () => now)
+    val d = deleteOnClose.acquire("s3a://bucket/q1/state/0/0")
+    assert(!d.reused)
+    d.release()
+    assert(!d.dir.exists)
+  }
+
+  test("a private directory whose process died is swept; one in use is not") {
+    val dirs = new LocalDirectories(tmp, retentionMs = 60000)
+    val held = dirs.acquire("k")
+    val live = dirs.acquire("k")
+    val dead = new File(tmp, "lineagestore/private/0000-dead")
+    Files.createDirectories(new File(dead, "db").toPath)
+    assert(dirs.evictIdle() == Seq(dead))
+    assert(live.dir.exists && held.dir.exists)
+    live.release()
+    held.release()
+  }
+}
