@@ -9,6 +9,7 @@ val hadoopVersion = "3.5.0"
 val rocksdbVersion = "9.8.4"
 val scalatestVersion = "3.2.19"
 val slf4jVersion = "2.0.17"
+val awsSdkVersion = "2.35.4" // what hadoop-aws 3.5.0 is tested with (its bundle at run time)
 val zstdJniVersion = "1.5.7-7" // Spark 4.3.0 ships it: compresses delta records
 val log4jVersion = "2.25.4" // Spark 4.3.0's; test logging goes through log4j2 in both subprojects
 
@@ -87,6 +88,9 @@ lazy val core = (project in file("jvm/core"))
       "org.apache.hadoop" % "hadoop-client-api" % hadoopVersion % Provided,
       "org.slf4j" % "slf4j-api" % slf4jVersion % Provided,
       "com.github.luben" % "zstd-jni" % zstdJniVersion % Provided,
+      // server-side copy on S3 (storage.s3): compiled against, present at run time only with s3a
+      ("org.apache.hadoop" % "hadoop-aws" % hadoopVersion % Provided).intransitive(),
+      "software.amazon.awssdk" % "s3" % awsSdkVersion % Provided,
       "com.github.luben" % "zstd-jni" % zstdJniVersion % Test,
       "org.scalatest" %% "scalatest" % scalatestVersion % Test,
       "org.rocksdb" % "rocksdbjni" % rocksdbVersion % Test,

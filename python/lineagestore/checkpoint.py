@@ -436,7 +436,7 @@ def clone(
         rel_dir, _, name = f["path"].rpartition("/")
         by_dir.setdefault(rel_dir, []).append({"name": name, "bytes": f["bytes"]})
     total = sum(f["bytes"] for f in tree)
-    linked = copied = done_bytes = 0
+    linked = copied = server_copied = done_bytes = 0
     progress.start("clone (files)", len(tree))
     for rel_dir in sorted(by_dir, key=_clone_rank):
         entries = sorted(by_dir[rel_dir], key=lambda e: e["name"])
@@ -445,6 +445,7 @@ def clone(
             r = tools.clone_files(cp.uri, dst_uri, rel_dir, [e["name"] for e in part])
             linked += r["linked"]
             copied += r["copied"]
+            server_copied += r.get("serverCopied", 0)
             done_bytes += r["bytes"]
             progress.step(f"{rel_dir or '.'} ({human_bytes(done_bytes)} of {human_bytes(total)})", len(part))
     progress.finish()
@@ -462,6 +463,7 @@ def clone(
         "files": len(tree),
         "linked": linked,
         "copied": copied,
+        "serverCopied": server_copied,
         "bytes": done_bytes,
         "queryId": query_id,
         "newQueryId": new_query_id,

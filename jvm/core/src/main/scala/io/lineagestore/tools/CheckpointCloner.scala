@@ -10,8 +10,10 @@ import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.snapshot.SnapshotPlanner
 import io.lineagestore.store.CheckpointFiles
 
-/** Files one clone step linked or copied. */
-final case class CloneStats(linked: Int, copied: Int, bytes: Long)
+/** Files one clone step linked, copied inside the object store (`serverCopied`), or copied through this JVM
+  * (`copied`); `bytes` counts all of them.
+  */
+final case class CloneStats(linked: Int, copied: Int, bytes: Long, serverCopied: Int = 0)
 
 /** Copies a checkpoint file by file into a new location that shares nothing mutable with it.
   *
@@ -19,8 +21,9 @@ final case class CloneStats(linked: Int, copied: Int, bytes: Long)
   * nothing ever writes them again under the same name, and deleting one only removes a name. On a local
   * filesystem they are therefore shared by hard link (with their Hadoop `.crc` sidecars), which costs no
   * space and no time; everything else (Spark's commits, offsets, sources, metadata, schema files) is copied
-  * byte for byte. Across filesystems, or when a link fails (another device, a filesystem without links),
-  * files are copied.
+  * byte for byte. Between two s3a locations every file is copied server-side (S3 CopyObject, see
+  * [[io.lineagestore.storage.s3.S3ServerSideCopy]]): no byte passes through this JVM. Otherwise, or when a
+  * link or server-side copy is refused, files are copied through this JVM.
   */
 object CheckpointCloner {
 
@@ -49,14 +52,17 @@ object CheckpointCloner {
     val srcFs = srcDir.getFileSystem(conf)
     val dstFs = dstDir.getFileSystem(conf)
     if (!dstFs.mkdirs(dstDir)) throw new IOException(s"cannot create directory $dstDir")
-    var linked, copied = 0
+    val bothS3 = scheme(srcFs) == "s3a" && scheme(dstFs) == "s3a"
+    var linked, copied, serverCopied = 0
     var bytes = 0L
     names.foreach { n =>
       val s = new Path(srcDir, n)
       val d = new Path(dstDir, n)
       if (dstFs.exists(d)) throw new FileAlreadyExistsException(s"$d already exists: clone never overwrites")
       val len = srcFs.getFileStatus(s).getLen
-      if (isImmutableStateFile(relDir, n) && shareImmutable(srcFs, s, dstFs, d)) linked += 1
+      if (bothS3 && io.lineagestore.storage.s3.S3ServerSideCopy.copy(srcFs, s, dstFs, d, len))
+        serverCopied += 1
+      else if (isImmutableStateFile(relDir, n) && shareImmutable(srcFs, s, dstFs, d)) linked += 1
       else {
         if (!FileUtil.copy(srcFs, s, dstFs, d, false, false, conf))
           throw new IOException(s"could not copy $s to $d")
@@ -64,7 +70,7 @@ object CheckpointCloner {
       }
       bytes += len
     }
-    CloneStats(linked, copied, bytes)
+    CloneStats(linked, copied, bytes, serverCopied)
   }
 
   private def under(root: String, relDir: String): Path =
@@ -76,10 +82,7 @@ object CheckpointCloner {
   private def shareImmutable(srcFs: FileSystem, s: Path, dstFs: FileSystem, d: Path): Boolean =
     (scheme(srcFs), scheme(dstFs)) match {
       case ("file", "file") => hardLink(new File(s.toUri), new File(d.toUri))
-      // TODO(s3): for s3a -> s3a (same endpoint) use a server-side copy (S3 CopyObject / UploadPartCopy for
-      // large blobs) so the bytes never leave the object store. It needs an S3 server in the integration
-      // tests to be proven; until then objects are streamed through this JVM by FileUtil.copy.
-      case _ => false
+      case _                => false
     }
 
   private def scheme(fs: FileSystem): String = Option(fs.getScheme).getOrElse("").toLowerCase

@@ -158,6 +158,11 @@ object CheckpointTools {
       relDir,
       Option(names).getOrElse("").split("\n").toSeq.filter(_.nonEmpty)
     )
-    obj("linked" -> stats.linked, "copied" -> stats.copied, "bytes" -> stats.bytes).render
+    obj(
+      "linked" -> stats.linked,
+      "copied" -> stats.copied,
+      "serverCopied" -> stats.serverCopied,
+      "bytes" -> stats.bytes
+    ).render
   }
 }
