@@ -24,7 +24,7 @@ import io.lineagestore.engine.RocksDbTuning
 import io.lineagestore.format.StoreIdentity
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.storage.HadoopBlobStore
-import io.lineagestore.store.{CheckpointFiles, LineageStore, StoreSettings}
+import io.lineagestore.store.{CheckpointFiles, InjectedFaults, LineageStore, StoreSettings}
 
 /** Spark's entry point:
   * `spark.sql.streaming.stateStore.providerClass=io.lineagestore.spark.LineageStateStoreProvider` with
@@ -105,7 +105,12 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
       orphanSweepEveryCleanups = LineageConf.OrphanSweepEveryCleanups.from(confs),
       tuning = RocksDbTuning(LineageConf.MemoryBytes.from(confs), LineageConf.WriteBufferBytes.from(confs))
     )
-    store = new LineageStore(new CheckpointFiles(blobs, identity, transferPool), localRoot, settings)
+    store = new LineageStore(
+      new CheckpointFiles(blobs, identity, transferPool),
+      localRoot,
+      settings,
+      crash = InjectedFaults.fromConfs(confs) // test-only; CrashPoints.None unless its confs are set
+    )
   }
 
   private[spark] def lineageStore: LineageStore = store
