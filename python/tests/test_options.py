@@ -55,7 +55,11 @@ def test_one_field_per_declared_key_with_its_default():
 
 def test_sizes_take_suffixes_and_are_stored_as_bytes():
     opts = LineageOptions(max_pending_bytes="64m", write_buffer_bytes=" 128 K", memory_bytes="1G")
-    assert (opts.max_pending_bytes, opts.write_buffer_bytes, opts.memory_bytes) == (64 << 20, 128 << 10, 1 << 30)
+    assert (opts.max_pending_bytes, opts.write_buffer_bytes, opts.memory_bytes) == (
+        64 << 20,
+        128 << 10,
+        1 << 30,
+    )
     assert opts.to_spark_conf()[PREFIX + "maxPendingBytes"] == str(64 << 20)
     with pytest.raises(dataclasses.FrozenInstanceError):
         opts.transfer_threads = 3  # type: ignore[misc]

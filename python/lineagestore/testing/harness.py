@@ -101,7 +101,7 @@ class StreamHarness:
         self.checkpoint = self.root / "checkpoint"
         self.outputs: dict[int, list[dict[str, Any]]] = {}
         self.runs: list[RunResult] = []
-        # Called as hook(df, batch_id) in foreachBatch before the rows are collected (faults.fail_batch_once).
+        # Called as hook(df, batch_id) in foreachBatch once the batch ran, before its rows are kept.
         self.batch_hooks: list[Callable[[Any, int], None]] = []
         self._inputs: dict[str, Path] = {}
         self._file_seq = 0
@@ -146,9 +146,10 @@ class StreamHarness:
 
     # ------------------------------------------------------------------- runs
     def _collect(self, df, batch_id: int) -> None:
+        rows = [row.asDict(recursive=True) for row in df.collect()]  # runs the batch: stores commit
         for hook in self.batch_hooks:
             hook(df, batch_id)
-        self.outputs[batch_id] = [row.asDict(recursive=True) for row in df.collect()]
+        self.outputs[batch_id] = rows
 
     def run(
         self,
