@@ -176,8 +176,9 @@ def fail_once_at(spark: Any, step: str | tuple[str, ...], marker_dir: str | os.P
     """Queries started inside the block fail (``InjectedFault`` in the task) the first time any state store
     reaches ``step``, once per ``marker_dir`` (the JVM creates ``<marker_dir>/<step>`` when it fires).
 
-    Local mode runs a failed task once, so the query stops with the error; restart it to recover. A
-    snapshot step fails the upload in Spark's maintenance thread instead, which the query does not see.
+    Local mode runs a failed task once, so the query stops with the error; restart it to recover.
+    ``snapshot.after-freeze`` runs inside the commit; the other snapshot steps and the clean-up steps run in
+    Spark's maintenance thread, whose failure the query does not see.
     """
     steps = (step,) if isinstance(step, str) else tuple(step)
     unknown = [s for s in steps if s not in COMMIT_STEPS + SNAPSHOT_STEPS + CLEANUP_STEPS]
