@@ -52,16 +52,33 @@ def _jar_spark_version(path: str) -> str | None:
     return m.group(1) if m else None
 
 
+def _running_jvm_conf() -> dict[str, str]:
+    """``spark.jars`` / ``spark.jars.packages`` of a JVM that already runs for this process.
+
+    Under ``spark-submit`` (and ``pyspark`` shells) the JVM starts first, with ``--jars`` / ``--packages``
+    in its SparkConf, and hands Python its gateway port (``PYSPARK_GATEWAY_PORT``); connecting to it starts
+    nothing. Without that variable no JVM runs yet, and none is started here.
+    """
+    if not os.environ.get("PYSPARK_GATEWAY_PORT"):
+        return {}
+    from pyspark import SparkContext
+
+    SparkContext._ensure_initialized()
+    conf = SparkContext._jvm.org.apache.spark.SparkConf(True)
+    return {k: conf.get(k, "") for k in ("spark.jars", "spark.jars.packages")}
+
+
 def provided_jar(builder: Any) -> str | None:
     """The lineagestore jar or artifact the session already gets without the bundled jar, if any.
 
-    Looks at the builder's ``spark.jars`` and ``spark.jars.packages``, and at ``PYSPARK_SUBMIT_ARGS``
-    (``--jars`` / ``--packages``, e.g. ``pyspark --packages io.lineagestore:lineagestore-spark_2.13:<v>``).
-    Under ``spark-submit`` the JVM already runs with its own settings; pass ``use_bundled_jar=False`` there.
+    Looks at the builder's ``spark.jars`` and ``spark.jars.packages``, at ``PYSPARK_SUBMIT_ARGS``
+    (``--jars`` / ``--packages``, e.g. ``pyspark --packages io.lineagestore:lineagestore-spark_2.13:<v>``)
+    and, under ``spark-submit``, at the running JVM's own settings.
     """
     options = getattr(builder, "_options", {}) or {}
     texts = [options.get("spark.jars", ""), options.get("spark.jars.packages", "")]
     texts.append(os.environ.get("PYSPARK_SUBMIT_ARGS", ""))
+    texts.extend(_running_jvm_conf().values())
     bundled = os.path.realpath(jar_path()) if _bundled_jar_exists() else None
     for text in texts:
         for item in re.split(r"[,\s]+", str(text)):
@@ -110,7 +127,8 @@ def configure(
         use_bundled_jar = provided_jar(builder) is None
     if use_bundled_jar:
         jars = jar_path()
-        existing = getattr(builder, "_options", {}).get("spark.jars")
+        # keep the jars already chosen (the builder's, or spark-submit's --jars, which this setting replaces)
+        existing = getattr(builder, "_options", {}).get("spark.jars") or _running_jvm_conf().get("spark.jars")
         if existing and jars not in existing.split(","):
             jars = f"{existing},{jars}"
         builder = builder.config("spark.jars", jars)

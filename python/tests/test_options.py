@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import re
 import tomllib
 from pathlib import Path
@@ -152,3 +154,47 @@ def test_jvm_agrees_with_every_probe():
             assert (problem is None) == accepted, f"{field}={value!r}: the JVM says {problem!r}"
     finally:
         gateway.shutdown()
+
+
+_SUBMITTED = """
+import json, sys
+from pyspark.sql import SparkSession
+import lineagestore
+builder = lineagestore.configure(SparkSession.builder)
+print("RESULT " + json.dumps(builder._options.get("spark.jars")))
+"""
+
+
+@pytest.mark.parametrize("with_jar", [True, False])
+def test_under_spark_submit_the_jvm_settings_are_seen(tmp_path, with_jar):
+    """spark-submit starts the JVM first: configure() reads its --jars instead of adding the bundled jar."""
+    import shutil
+    import subprocess
+    import sys
+
+    script = tmp_path / "app.py"
+    script.write_text(_SUBMITTED)
+    other = tmp_path / "other.jar"
+    shutil.copy(lineagestore.jar_path(), other)  # any jar
+    jars = [str(other)]
+    if with_jar:
+        own = tmp_path / "mine" / Path(lineagestore.jar_path()).name
+        own.parent.mkdir()
+        shutil.copy(lineagestore.jar_path(), own)
+        jars.append(str(own))
+    submit = Path(sys.executable).parent / "spark-submit"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_SUBMIT_ARGS", "PYSPARK_GATEWAY_PORT")}
+    env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    proc = subprocess.run(
+        [str(submit), "--master", "local[1]", "--jars", ",".join(jars), str(script)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("RESULT "))[7:])
+    if with_jar:
+        assert result is None  # the session already has a lineagestore jar: nothing added
+    else:  # the bundled jar is added, and spark-submit's --jars are kept
+        assert result.split(",")[-1] == lineagestore.jar_path() and str(other) in result
