@@ -114,8 +114,9 @@ def configure(
     The jar: ``use_bundled_jar=True`` adds the jar this package carries to ``spark.jars``; ``False`` adds
     nothing (the session gets lineagestore some other way: ``spark-submit --packages
     io.lineagestore:lineagestore-spark_2.13:<version>``, ``--jars``, or a cluster image). ``None`` (default)
-    adds the bundled jar unless the builder's ``spark.jars`` / ``spark.jars.packages`` or
-    ``PYSPARK_SUBMIT_ARGS`` already name a lineagestore jar or artifact.
+    adds the bundled jar unless the builder's ``spark.jars`` / ``spark.jars.packages``,
+    ``PYSPARK_SUBMIT_ARGS`` or (under ``spark-submit``) the running JVM's settings already name a lineagestore
+    jar or artifact; a local jar found that way must record the same Spark version in its manifest.
 
     ``check_version`` (default on) raises ``SparkVersionMismatch`` when the installed pyspark is not the
     Spark version the jar was built for. Apply ``configure`` before the first ``getOrCreate()`` of the process.
@@ -133,7 +134,7 @@ def configure(
             jars = f"{existing},{jars}"
         builder = builder.config("spark.jars", jars)
     elif check_version:
-        other = provided_jar(builder)
+        other = (provided_jar(builder) or "").removeprefix("file:")
         recorded = _jar_spark_version(other) if other and os.path.isfile(other) else None
         if recorded and recorded != SPARK_VERSION:
             raise SparkVersionMismatch(

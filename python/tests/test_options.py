@@ -7,6 +7,7 @@ import json
 import os
 import re
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -198,3 +199,12 @@ def test_under_spark_submit_the_jvm_settings_are_seen(tmp_path, with_jar):
         assert result is None  # the session already has a lineagestore jar: nothing added
     else:  # the bundled jar is added, and spark-submit's --jars are kept
         assert result.split(",")[-1] == lineagestore.jar_path() and str(other) in result
+
+
+def test_a_provided_jar_for_another_spark_is_refused(tmp_path):
+    jar = tmp_path / "lineagestore-spark_2.13-0.0.9.jar"
+    with zipfile.ZipFile(jar, "w") as z:
+        z.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nLineagestore-Spark-Version: 4.2.0\n")
+    builder = SparkSession.Builder().config("spark.jars", str(jar))
+    with pytest.raises(lineagestore.SparkVersionMismatch, match="built for Spark 4.2.0"):
+        lineagestore.configure(builder)
