@@ -1,26 +1,26 @@
-"""Fixtures for the PySpark end-to-end suite.
+"""Fixtures for the PySpark end-to-end suite, on top of the lineagestore pytest plugin.
 
-One SparkSession serves the whole pytest process (Spark allows one SparkContext per JVM). The lineagestore
-jar, when found, is put on that session's classpath at start (``spark.jars``). Each test is parametrised by
-provider ("builtin", "lineagestore"); the ``provider`` fixture sets
-``spark.sql.streaming.stateStore.providerClass`` in the session before the test starts its queries on a
-fresh checkpoint. Spark reads that SQL conf when a query starts and records it in the offset log, and the
-harness checks after every run that the checkpoint really carries that provider's files.
+The plugin (``lineagestore.testing.plugin``, installed with the package) gives the session-wide ``spark``
+(one SparkContext per JVM), ``s3_server`` and ``s3_bucket``; this file sets the suite's extra session
+settings through ``lineagestore_spark_conf``. Each test is parametrised by provider ("builtin",
+"lineagestore"); the ``provider`` fixture sets ``spark.sql.streaming.stateStore.providerClass`` in the
+session before the test starts its queries on a fresh checkpoint. Spark reads that SQL conf when a query
+starts and records it in the offset log, and the harness checks after every run that the checkpoint really
+carries that provider's files.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 import pytest
 
 HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:  # make `import harness` work under any pytest import mode
+if str(HERE) not in sys.path:  # make `import providers` work under any pytest import mode
     sys.path.insert(0, str(HERE))
 
-from harness import BUILTIN_PROVIDER, PROVIDER_CLASSES, StreamHarness  # noqa: E402
+from lineagestore.testing.harness import BUILTIN_PROVIDER, PROVIDER_CLASSES, StreamHarness  # noqa: E402
 from providers import LINEAGE_JAR, LINEAGE_JAR_SOURCE, PROVIDER_PARAMS  # noqa: E402
 
 
@@ -31,39 +31,16 @@ def pytest_report_header(config):
 
 
 @pytest.fixture(scope="session")
-def spark(request):
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    # Python workers unpickle the tests' UDFs / StatefulProcessors by module name (test_operators, ...):
-    # they must be able to import this directory whatever the current directory of pytest is.
-    paths = [str(HERE), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
-    from pyspark.sql import SparkSession
-
-    builder = (
-        SparkSession.builder.master("local[2]")
-        .appName("lineagestore-integration-tests")
-        .config("spark.driver.memory", "2g")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.sql.streaming.stateStore.providerClass", BUILTIN_PROVIDER)
-        .config("spark.sql.streaming.stateStore.checkpointFormatVersion", "2")
-        .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
-        .config("spark.sql.streaming.stateStore.maintenanceInterval", "1s")
-        .config("spark.sql.streaming.stateStore.minDeltasForSnapshot", "2")
-    )
-    if LINEAGE_JAR:
-        builder = builder.config("spark.jars", LINEAGE_JAR)
-    s3a_classpath = s3_session_classpath(request.session)  # only when a collected test uses S3 (s3.py)
-    if s3a_classpath:
-        builder = builder.config("spark.driver.extraClassPath", s3a_classpath)
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
+def lineagestore_spark_conf():
+    """The suite's settings on top of the plugin's session: both providers snapshot and maintain often."""
+    return {
+        "spark.app.name": "lineagestore-integration-tests",
+        "spark.driver.memory": "2g",
+        "spark.sql.streaming.stateStore.providerClass": BUILTIN_PROVIDER,  # switched per test by `provider`
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+        "spark.sql.streaming.stateStore.maintenanceInterval": "1s",
+        "spark.sql.streaming.stateStore.minDeltasForSnapshot": "2",
+    }
 
 
 @pytest.fixture(params=PROVIDER_PARAMS)
@@ -104,8 +81,3 @@ def known_gap(request, provider):
             request.applymarker(pytest.mark.xfail(strict=True, reason=KNOWN_GAPS[name]))
 
     return mark
-
-
-# ------------------------------------------------------------- a real S3 server (s3.py, docs/testing.md)
-from s3 import s3_bucket, s3_server  # noqa: E402, F401  (fixtures)
-from s3 import session_classpath as s3_session_classpath  # noqa: E402

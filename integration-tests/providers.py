@@ -58,6 +58,8 @@ def find_lineagestore_jar() -> tuple[str | None, str]:
 
 
 LINEAGE_JAR, LINEAGE_JAR_SOURCE = find_lineagestore_jar()
+if LINEAGE_JAR and LINEAGE_JAR_SOURCE != "lineagestore._jar.jar_path()":
+    os.environ["LINEAGESTORE_JAR"] = LINEAGE_JAR  # the plugin's `spark` fixture then uses this jar
 
 PROVIDER_PARAMS = [
     pytest.param("builtin", id="builtin"),

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from pyspark.sql import functions as F
 
-import oracle
+from lineagestore.testing import oracle
 
 KV_SCHEMA = "k string, v long"
 KTV_SCHEMA = "k string, t long, v long"

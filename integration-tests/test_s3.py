@@ -21,9 +21,9 @@ import botocore.exceptions
 import pytest
 from pyspark.sql import functions as F
 
-import oracle
+from lineagestore.testing import oracle
 from lineagestore.testing import s3 as s3mod
-from s3 import S3StreamHarness, list_keys
+from lineagestore.testing.harness import S3StreamHarness, list_keys
 
 KV_SCHEMA = "k string, v long"
 REPO_ROOT = Path(__file__).resolve().parent.parent

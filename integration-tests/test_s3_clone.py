@@ -10,9 +10,9 @@ import json
 import pytest
 from pyspark.sql import functions as F
 
-import oracle
 from lineagestore import cli
-from s3 import S3StreamHarness
+from lineagestore.testing import oracle
+from lineagestore.testing.harness import S3StreamHarness
 
 KV_SCHEMA = "k string, v long"
 

@@ -12,8 +12,8 @@ import random
 import pytest
 from pyspark.sql import functions as F
 
-from harness import PROVIDER_CLASSES, StreamHarness
-from oracle import running_aggregate
+from lineagestore.testing.harness import PROVIDER_CLASSES, StreamHarness
+from lineagestore.testing.oracle import running_aggregate
 from providers import PROVIDER_PARAMS
 
 RUNS = 3

@@ -29,7 +29,7 @@ import pandas as pd
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
-import oracle
+from lineagestore.testing import oracle
 
 try:  # transformWithStateInPandas' Python side talks to the JVM in protobuf messages
     import google.protobuf  # noqa: F401

@@ -17,6 +17,21 @@ def _version() -> str:
 __version__ = _version()
 
 from lineagestore._jar import jar_path  # noqa: E402
-from lineagestore._session import PROVIDER_CLASS, configure  # noqa: E402
+from lineagestore._options_generated import SPARK_VERSION, LineageOptions  # noqa: E402
+from lineagestore._session import (  # noqa: E402
+    PROVIDER_CLASS,
+    SparkVersionMismatch,
+    check_spark_version,
+    configure,
+)
 
-__all__ = ["PROVIDER_CLASS", "__version__", "configure", "jar_path"]
+__all__ = [
+    "PROVIDER_CLASS",
+    "SPARK_VERSION",
+    "LineageOptions",
+    "SparkVersionMismatch",
+    "__version__",
+    "check_spark_version",
+    "configure",
+    "jar_path",
+]

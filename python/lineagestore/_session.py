@@ -2,29 +2,153 @@
 
 from __future__ import annotations
 
+import os
+import re
+import zipfile
 from typing import Any
 
 from lineagestore._jar import jar_path
+from lineagestore._options_generated import PREFIX, SPARK_VERSION, SPECS, LineageOptions
+from lineagestore._options_support import merge, names
 
 PROVIDER_CLASS = "io.lineagestore.spark.LineageStateStoreProvider"
+MAVEN_ARTIFACT = "io.lineagestore:lineagestore-spark_2.13"
+# A lineagestore jar in spark.jars (a path or URL) or the artifact in spark.jars.packages.
+_LINEAGE_JAR = re.compile(r"(^|[/\\:])lineagestore-spark_2\.13[-:][^,]*")
 
 
-def configure(builder: Any, **settings: Any) -> Any:
+class SparkVersionMismatch(RuntimeError):
+    """The installed pyspark is not the Spark version lineagestore's jar was built for."""
+
+
+def check_spark_version(installed: str | None = None) -> None:
+    """Raise ``SparkVersionMismatch`` unless pyspark's version is the one the jar was built for.
+
+    A different Spark runs the provider against internal APIs it was not compiled for (the state store API is
+    ``private[sql]`` territory and changes between minor releases), which fails late and obscurely.
+    """
+    if installed is None:
+        import pyspark
+
+        installed = pyspark.__version__
+    if installed != SPARK_VERSION:
+        from lineagestore import __version__
+
+        raise SparkVersionMismatch(
+            f"lineagestore {__version__} is built for Spark {SPARK_VERSION}, but pyspark {installed} is "
+            f"installed. Install the matching PySpark: pip install 'pyspark=={SPARK_VERSION}' (or a "
+            f"lineagestore release built for Spark {installed}, if there is one)."
+        )
+
+
+def _jar_spark_version(path: str) -> str | None:
+    """The Spark version recorded in a local lineagestore jar's manifest, if it says."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            manifest = z.read("META-INF/MANIFEST.MF").decode("utf-8", "replace")
+    except (OSError, KeyError, zipfile.BadZipFile):
+        return None
+    m = re.search(r"^Lineagestore-Spark-Version:\s*(\S+)", manifest, re.MULTILINE)
+    return m.group(1) if m else None
+
+
+def _running_jvm_conf() -> dict[str, str]:
+    """``spark.jars`` / ``spark.jars.packages`` of a JVM that already runs for this process.
+
+    Under ``spark-submit`` (and ``pyspark`` shells) the JVM starts first, with ``--jars`` / ``--packages``
+    in its SparkConf, and hands Python its gateway port (``PYSPARK_GATEWAY_PORT``); connecting to it starts
+    nothing. Without that variable no JVM runs yet, and none is started here.
+    """
+    if not os.environ.get("PYSPARK_GATEWAY_PORT"):
+        return {}
+    from pyspark import SparkContext
+
+    SparkContext._ensure_initialized()
+    conf = SparkContext._jvm.org.apache.spark.SparkConf(True)
+    return {k: conf.get(k, "") for k in ("spark.jars", "spark.jars.packages")}
+
+
+def provided_jar(builder: Any) -> str | None:
+    """The lineagestore jar or artifact the session already gets without the bundled jar, if any.
+
+    Looks at the builder's ``spark.jars`` and ``spark.jars.packages``, at ``PYSPARK_SUBMIT_ARGS``
+    (``--jars`` / ``--packages``, e.g. ``pyspark --packages io.lineagestore:lineagestore-spark_2.13:<v>``)
+    and, under ``spark-submit``, at the running JVM's own settings.
+    """
+    options = getattr(builder, "_options", {}) or {}
+    texts = [options.get("spark.jars", ""), options.get("spark.jars.packages", "")]
+    texts.append(os.environ.get("PYSPARK_SUBMIT_ARGS", ""))
+    texts.extend(_running_jvm_conf().values())
+    bundled = os.path.realpath(jar_path()) if _bundled_jar_exists() else None
+    for text in texts:
+        for item in re.split(r"[,\s]+", str(text)):
+            if _LINEAGE_JAR.search(item) and os.path.realpath(item.removeprefix("file:")) != bundled:
+                return item
+    return None
+
+
+def _bundled_jar_exists() -> bool:
+    try:
+        jar_path()
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def configure(
+    builder: Any,
+    options: LineageOptions | None = None,
+    *,
+    use_bundled_jar: bool | None = None,
+    check_version: bool = True,
+    **settings: Any,
+) -> Any:
     """Return ``builder`` set up to use lineagestore as the state store of every streaming query.
 
-    Adds the bundled jar to ``spark.jars``, sets the state store provider class and checkpoint format
-    version 2. Each keyword argument ``name=value`` is set as ``spark.sql.streaming.stateStore.lineagestore.<name>``.
-    Must be applied before the session's JVM starts (i.e. before the first ``getOrCreate()``).
+    Sets the state store provider class and checkpoint format version 2, and the lineagestore settings of
+    ``options`` (a ``LineageOptions``) and of the keyword arguments (``max_pending_bytes="64m"``, or the
+    key's own name ``maxPendingBytes="64m"``), keywords winning. Only values other than the defaults are
+    set. An unknown keyword raises ``TypeError`` listing the known ones; a bad value raises ``ValueError``
+    naming the key, both before any session starts.
+
+    The jar: ``use_bundled_jar=True`` adds the jar this package carries to ``spark.jars``; ``False`` adds
+    nothing (the session gets lineagestore some other way: ``spark-submit --packages
+    io.lineagestore:lineagestore-spark_2.13:<version>``, ``--jars``, or a cluster image). ``None`` (default)
+    adds the bundled jar unless the builder's ``spark.jars`` / ``spark.jars.packages``,
+    ``PYSPARK_SUBMIT_ARGS`` or (under ``spark-submit``) the running JVM's settings already name a lineagestore
+    jar or artifact; a local jar found that way must record the same Spark version in its manifest.
+
+    ``check_version`` (default on) raises ``SparkVersionMismatch`` when the installed pyspark is not the
+    Spark version the jar was built for. Apply ``configure`` before the first ``getOrCreate()`` of the process.
     """
-    jars = jar_path()
-    existing = getattr(builder, "_options", {}).get("spark.jars")
-    if existing and jars not in existing.split(","):
-        jars = f"{existing},{jars}"
-    builder = (
-        builder.config("spark.jars", jars)
-        .config("spark.sql.streaming.stateStore.providerClass", PROVIDER_CLASS)
-        .config("spark.sql.streaming.stateStore.checkpointFormatVersion", "2")
+    opts = merge(options, settings)  # fails on unknown names or bad values before anything is set
+    if check_version:
+        check_spark_version()
+    if use_bundled_jar is None:
+        use_bundled_jar = provided_jar(builder) is None
+    if use_bundled_jar:
+        jars = jar_path()
+        # keep the jars already chosen (the builder's, or spark-submit's --jars, which this setting replaces)
+        existing = getattr(builder, "_options", {}).get("spark.jars") or _running_jvm_conf().get("spark.jars")
+        if existing and jars not in existing.split(","):
+            jars = f"{existing},{jars}"
+        builder = builder.config("spark.jars", jars)
+    elif check_version:
+        other = (provided_jar(builder) or "").removeprefix("file:")
+        recorded = _jar_spark_version(other) if other and os.path.isfile(other) else None
+        if recorded and recorded != SPARK_VERSION:
+            raise SparkVersionMismatch(
+                f"{other} is a lineagestore jar built for Spark {recorded}, but this lineagestore package "
+                f"and pyspark are for Spark {SPARK_VERSION}; use the jar of the matching release "
+                f"(or use_bundled_jar=True)"
+            )
+    builder = builder.config("spark.sql.streaming.stateStore.providerClass", PROVIDER_CLASS).config(
+        "spark.sql.streaming.stateStore.checkpointFormatVersion", "2"
     )
-    for name, value in settings.items():
-        builder = builder.config(f"spark.sql.streaming.stateStore.lineagestore.{name}", str(value))
+    conf = opts.to_spark_conf()
+    for name in settings:  # explicitly given keywords are set even when equal to the default
+        spec = names(SPECS)[name]
+        conf[PREFIX + spec.name] = str(getattr(opts, spec.field))
+    for key, value in conf.items():
+        builder = builder.config(key, value)
     return builder

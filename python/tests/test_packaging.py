@@ -53,11 +53,11 @@ class _Builder:
 
 
 def test_configure_sets_provider_jar_and_settings():
-    b = lineagestore.configure(_Builder(), uploadThreads=4)
+    b = lineagestore.configure(_Builder(), transferThreads=4)
     assert b._options["spark.sql.streaming.stateStore.providerClass"] == lineagestore.PROVIDER_CLASS
     assert b._options["spark.sql.streaming.stateStore.checkpointFormatVersion"] == "2"
     assert b._options["spark.jars"] == f"/other.jar,{lineagestore.jar_path()}"
-    assert b._options["spark.sql.streaming.stateStore.lineagestore.uploadThreads"] == "4"
+    assert b._options["spark.sql.streaming.stateStore.lineagestore.transferThreads"] == "4"
 
 
 def test_provider_class_loads_in_spark():

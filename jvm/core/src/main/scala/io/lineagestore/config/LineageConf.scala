@@ -3,18 +3,96 @@ package io.lineagestore.config
 /** Thrown for a configuration value that is malformed or out of range; names the key and what is allowed. */
 class InvalidConfigException(message: String) extends IllegalArgumentException(message)
 
-/** One configuration key, declared once: name, default, documentation and check. Python's options object and
-  * docs/configuration.md are generated from these declarations.
+/** How a key's text becomes a value. Declarative (a name, a parser with fixed rules, optional bounds), so
+  * that generated code in other languages (python/lineagestore/_options_generated.py) can apply the same
+  * rules.
+  */
+sealed abstract class ConfKind[T](val name: String, val typeName: String, val describe: String) {
+  def parse(s: String): Option[T]
+  def show(v: T): String = v.toString
+
+  /** The number bounds apply to; None for kinds without bounds. */
+  def asLong(v: T): Option[Long]
+}
+
+object ConfKind {
+
+  /** A byte count: a decimal 64-bit integer with an optional k/m/g suffix (powers of 1024), e.g. `512m`. */
+  case object Size
+      extends ConfKind[Long](
+        "size",
+        "size",
+        "a byte count (an integer, optionally with a k, m or g suffix: powers of 1024)"
+      ) {
+    def parse(s: String): Option[Long] = scala.util.Try(LineageConf.parseSize(s)).toOption
+    def asLong(v: Long): Option[Long] = Some(v)
+  }
+
+  /** A decimal 64-bit integer, no suffix. */
+  case object Long extends ConfKind[scala.Long]("long", "integer", "an integer") {
+    def parse(s: String): Option[scala.Long] = s.trim.toLongOption
+    def asLong(v: scala.Long): Option[scala.Long] = Some(v)
+  }
+
+  /** A decimal 32-bit integer, no suffix. */
+  case object Int extends ConfKind[scala.Int]("int", "integer", "an integer") {
+    def parse(s: String): Option[scala.Int] = s.trim.toIntOption
+    def asLong(v: scala.Int): Option[scala.Long] = Some(v.toLong)
+  }
+
+  /** One of a fixed set of lower-case words; the text is trimmed and lower-cased first. */
+  final case class Choice(values: Seq[String])
+      extends ConfKind[String]("choice", "string", s"one of ${values.mkString(", ")}") {
+    def parse(s: String): Option[String] = Some(s.trim.toLowerCase).filter(values.contains)
+    def asLong(v: String): Option[scala.Long] = None
+  }
+
+  /** Any text. */
+  case object Str extends ConfKind[String]("string", "string", "any string") {
+    def parse(s: String): Option[String] = Some(s)
+    def asLong(v: String): Option[scala.Long] = None
+  }
+}
+
+/** One configuration key, declared once: name, default, documentation, kind and bounds. Python's options
+  * object (python/lineagestore/_options_generated.py) and docs/configuration.md are generated from these
+  * declarations by [[GenerateDocs]]; nothing else needs to change when an entry is added to
+  * [[LineageConf.All]].
   */
 final case class ConfEntry[T](
     name: String,
     default: T,
     doc: String,
-    typeName: String,
-    parse: String => Option[T],
-    check: T => Option[String]
+    kind: ConfKind[T],
+    min: Option[Long] = None,
+    max: Option[Long] = None
 ) {
   def key: String = LineageConf.Prefix + name
+  def typeName: String = kind.typeName
+  def parse(s: String): Option[T] = kind.parse(s)
+
+  /** What a value must be, in words (used in error messages, the docs and the Python options). */
+  def allowed: String = {
+    val base = kind.describe
+    (min, max) match {
+      case (Some(lo), Some(hi)) => s"$base between $lo and $hi"
+      case (Some(lo), None)     => s"$base of at least $lo"
+      case (None, Some(hi))     => s"$base of at most $hi"
+      case (None, None)         => base
+    }
+  }
+
+  /** None if `v` is within the bounds, else what is wrong. */
+  def check(v: T): Option[String] = kind.asLong(v).flatMap { x =>
+    if (min.exists(x < _) || max.exists(x > _)) Some(boundsText) else None
+  }
+
+  private def boundsText: String = (min, max) match {
+    case (Some(lo), Some(hi)) => s"must be between $lo and $hi"
+    case (Some(lo), None)     => s"must be at least $lo"
+    case (None, Some(hi))     => s"must be at most $hi"
+    case (None, None)         => ""
+  }
 
   /** The value in `confs` (Spark's forwarded state-store SQL confs), or the default; fails on a bad value. */
   def from(confs: Map[String, String]): T = confs.get(key) match {
@@ -22,14 +100,14 @@ final case class ConfEntry[T](
     case Some(raw) =>
       val v = parse(raw.trim).getOrElse(
         throw new InvalidConfigException(
-          s"$key='$raw' is not a valid $typeName. $doc Default: ${show(default)}."
+          s"$key='$raw' is not a valid $typeName: expected $allowed. $doc Default: ${show(default)}."
         )
       )
       check(v).foreach(problem => throw new InvalidConfigException(s"$key='$raw' is not allowed: $problem."))
       v
   }
 
-  def show(v: T): String = v.toString
+  def show(v: T): String = kind.show(v)
   def defaultText: String = show(default)
 }
 
@@ -37,28 +115,17 @@ final case class ConfEntry[T](
 object LineageConf {
   val Prefix = "spark.sql.streaming.stateStore.lineagestore."
 
-  private def long(name: String, default: Long, doc: String, min: Long, max: Long = Long.MaxValue) =
-    ConfEntry[Long](
-      name,
-      default,
-      doc,
-      "integer",
-      s => scala.util.Try(parseSize(s)).toOption,
-      v => if (v < min || v > max) Some(s"must be between $min and $max") else None
-    )
+  private def size(name: String, default: Long, doc: String, min: Long) =
+    ConfEntry[Long](name, default, doc, ConfKind.Size, min = Some(min))
+
+  private def long(name: String, default: Long, doc: String, min: Long) =
+    ConfEntry[Long](name, default, doc, ConfKind.Long, min = Some(min))
 
   private def int(name: String, default: Int, doc: String, min: Int, max: Int) =
-    ConfEntry[Int](
-      name,
-      default,
-      doc,
-      "integer",
-      s => s.toIntOption,
-      v => if (v < min || v > max) Some(s"must be between $min and $max") else None
-    )
+    ConfEntry[Int](name, default, doc, ConfKind.Int, min = Some(min.toLong), max = Some(max.toLong))
 
   private def string(name: String, default: String, doc: String) =
-    ConfEntry[String](name, default, doc, "string", s => Some(s), _ => None)
+    ConfEntry[String](name, default, doc, ConfKind.Str)
 
   /** Accepts plain numbers and k/m/g suffixes (powers of 1024), e.g. `512m`. */
   def parseSize(s: String): Long = {
@@ -72,7 +139,7 @@ object LineageConf {
     Math.multiplyExact(num.trim.toLong, mult)
   }
 
-  val MaxPendingBytes: ConfEntry[Long] = long(
+  val MaxPendingBytes: ConfEntry[Long] = size(
     "maxPendingBytes",
     1L << 30,
     "Upper bound on the uncommitted changes one batch of one partition may hold in memory (keys and values, " +
@@ -95,12 +162,7 @@ object LineageConf {
     "deltaCodec",
     "zstd",
     "Compression of the records in delta files: zstd (level 1) or none. Readers detect it per file.",
-    "string",
-    s => Some(s.trim.toLowerCase),
-    v =>
-      if (io.lineagestore.format.DeltaCodec.byName(v).isEmpty)
-        Some(s"must be one of ${io.lineagestore.format.DeltaCodec.names.mkString(", ")}")
-      else None
+    ConfKind.Choice(io.lineagestore.format.DeltaCodec.names)
   )
   val TransferThreads: ConfEntry[Int] = int(
     "transferThreads",
@@ -123,14 +185,14 @@ object LineageConf {
     min = 1,
     max = Int.MaxValue
   )
-  val MemoryBytes: ConfEntry[Long] = long(
+  val MemoryBytes: ConfEntry[Long] = size(
     "memoryBytes",
     512L << 20,
     "RocksDB memory of all stores of one executor together: one shared block cache, with memtables charged " +
       "to it (at most half). Read once per executor JVM. Accepts k/m/g suffixes.",
     min = 8L << 20
   )
-  val WriteBufferBytes: ConfEntry[Long] = long(
+  val WriteBufferBytes: ConfEntry[Long] = size(
     "writeBufferBytes",
     32L << 20,
     "RocksDB memtable size per store. Accepts k/m/g suffixes.",
@@ -160,21 +222,49 @@ object LineageConf {
     All.foreach(_.from(confs))
   }
 
+  /** For callers outside Scala (the Python options' cross-check): null if `value` is allowed for `key`, else
+    * the error message [[validate]] would raise.
+    */
+  def problemOf(key: String, value: String): String =
+    try { validate(Map(key -> value)); null }
+    catch { case e: InvalidConfigException => e.getMessage }
+
   /** Markdown reference of every key, for docs/configuration.md. */
   def markdown: String = {
-    val rows = All.map(e => s"| `${e.key}` | ${e.typeName} | `${e.defaultText}` | ${e.doc} |")
+    val rows = All.map { e =>
+      s"| `${e.key}` | ${e.typeName} | `${e.defaultText}` | ${e.doc} Allowed: ${e.allowed}. |"
+    }
     ("# Configuration\n\n" +
-      "Generated from `io.lineagestore.config.LineageConf` by `dev/sbt core/runMain io.lineagestore.config.GenerateDocs`;" +
+      s"Generated from `io.lineagestore.config.LineageConf` by `${GenerateDocs.Command}`" +
+      " (which also writes the Python options, `python/lineagestore/_options_generated.py`);" +
       " a test fails when this file is stale.\n\n" +
+      "From Python, `lineagestore.configure(builder, max_pending_bytes=\"64m\")` or " +
+      "`lineagestore.LineageOptions(...)` set these keys with the same checks (field names are the key " +
+      "names in snake_case).\n\n" +
       "| key | type | default | meaning |\n|---|---|---|---|\n" + rows.mkString("\n") + "\n")
   }
 }
 
-/** Writes docs/configuration.md (argument: output path). */
+/** Writes docs/configuration.md and python/lineagestore/_options_generated.py (argument: the repository root,
+  * default the current directory). Run it after changing [[LineageConf.All]]; ConfigDocsSuite fails until
+  * then.
+  */
 object GenerateDocs {
+  val Command = "dev/sbt \"core/runMain io.lineagestore.config.GenerateDocs\""
+
+  /** Repository-relative path -> content of every generated file. */
+  def files: Seq[(String, String)] = Seq(
+    "docs/configuration.md" -> LineageConf.markdown,
+    PythonOptions.Path -> PythonOptions.source
+  )
+
   def main(args: Array[String]): Unit = {
-    val out = java.nio.file.Paths.get(args.headOption.getOrElse("docs/configuration.md"))
-    java.nio.file.Files.createDirectories(out.toAbsolutePath.getParent)
-    java.nio.file.Files.writeString(out, LineageConf.markdown)
+    val root = java.nio.file.Paths.get(args.headOption.getOrElse("."))
+    for ((rel, content) <- files) {
+      val out = root.resolve(rel)
+      java.nio.file.Files.createDirectories(out.toAbsolutePath.getParent)
+      java.nio.file.Files.writeString(out, content)
+      println(s"wrote $out")
+    }
   }
 }

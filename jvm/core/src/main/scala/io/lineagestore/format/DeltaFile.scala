@@ -40,12 +40,8 @@ object DeltaCodec {
     * batch's records about 3-4x at several hundred MB/s, so a commit stays dominated by its write.
     */
   final case class Zstd(level: Int = 1) extends DeltaCodec(1, "zstd") {
-    private[format] def wrap(out: OutputStream): OutputStream = {
-      val z = new com.github.luben.zstd.ZstdOutputStream(out, level)
-      z.setChecksum(true)
-      z
-    }
-    private[format] def unwrap(in: InputStream): InputStream = new com.github.luben.zstd.ZstdInputStream(in)
+    private[format] def wrap(out: OutputStream): OutputStream = ZstdStreams.output(out, level)
+    private[format] def unwrap(in: InputStream): InputStream = ZstdStreams.input(in)
   }
 
   val Default: DeltaCodec = Zstd()
@@ -62,6 +58,18 @@ object DeltaCodec {
     case 1 => Some(Zstd())
     case _ => None
   }
+}
+
+/** The only place zstd-jni classes are named, so that code which merely names a codec (configuration, docs
+  * generation) runs without zstd-jni on the class path.
+  */
+private object ZstdStreams {
+  def output(out: OutputStream, level: Int): OutputStream = {
+    val z = new com.github.luben.zstd.ZstdOutputStream(out, level)
+    z.setChecksum(true)
+    z
+  }
+  def input(in: InputStream): InputStream = new com.github.luben.zstd.ZstdInputStream(in)
 }
 
 /** A delta file (`<version>_<uniqueId>.delta`) holds one commit's changes. Layout, all integers big-endian:

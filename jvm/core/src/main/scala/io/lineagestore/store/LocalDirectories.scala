@@ -137,7 +137,7 @@ object LocalDirectories {
       .map(b => f"${b & 0xff}%02x")
       .mkString
 
-  private[store] def deleteRecursively(f: File): Unit = {
+  def deleteRecursively(f: File): Unit = {
     if (f.isDirectory && !Files.isSymbolicLink(f.toPath))
       Option(f.listFiles()).getOrElse(Array.empty[File]).foreach(deleteRecursively)
     f.delete()

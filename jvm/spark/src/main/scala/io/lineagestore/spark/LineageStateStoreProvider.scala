@@ -23,7 +23,14 @@ import io.lineagestore.engine.RocksDbTuning
 import io.lineagestore.format.{DeltaCodec, StoreIdentity}
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.storage.HadoopBlobStore
-import io.lineagestore.store.{CheckpointFiles, LineageStore, LocalDirectories, LocalLease, StoreSettings}
+import io.lineagestore.store.{
+  CheckpointFiles,
+  InjectedFaults,
+  LineageStore,
+  LocalDirectories,
+  LocalLease,
+  StoreSettings
+}
 
 /** Spark's entry point:
   * `spark.sql.streaming.stateStore.providerClass=io.lineagestore.spark.LineageStateStoreProvider` with
@@ -111,7 +118,13 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
         .byName(LineageConf.DeltaCompression.from(confs))
         .getOrElse(DeltaCodec.Default)
     )
-    try store = new LineageStore(new CheckpointFiles(blobs, identity, transferPool), localRoot, settings)
+    try
+      store = new LineageStore(
+        new CheckpointFiles(blobs, identity, transferPool),
+        localRoot,
+        settings,
+        crash = InjectedFaults.fromConfs(confs) // test-only; CrashPoints.None unless its confs are set
+      )
     catch {
       case t: Throwable =>
         transferPool.shutdownNow()

@@ -1,4 +1,8 @@
-"""Plain-Python oracles for the stateful operators under test.
+"""Plain-Python oracles (models) for stateful operators, and ``assert_batches`` to compare with them.
+
+The ``oracle`` fixture of the pytest plugin is this module. ``assert_batches(actual, expected)`` compares
+``{batch_id: rows}`` maps (e.g. ``stream.batch_outputs(...)`` and a model's output) and fails with a
+per-batch diff.
 
 Times are whole seconds (the queries turn them into timestamps with ``timestamp_seconds``). The oracles
 replay Spark's micro-batch semantics for an availableNow run over one input file:
@@ -67,6 +71,27 @@ def schedule(runs: Sequence[Mapping[str, Sequence[int]]], delays: Mapping[str, i
 
 def single_source_schedule(runs: Sequence[Sequence[Row]], delay: int, ts_col: str = "t") -> list[Batch]:
     return schedule([{"in": [r[ts_col] for r in rows]} for rows in runs], {"in": delay})
+
+
+# --------------------------------------------------------------------------- comparison
+def assert_batches(actual: Mapping[int, Sequence], expected: Mapping[int, Sequence], what: str = "") -> None:
+    """``actual == expected`` for ``{batch_id: rows}``; rows compared as sorted lists (by ``repr``)."""
+
+    def norm(m: Mapping[int, Sequence]) -> dict[int, list]:
+        return {b: sorted(rows, key=repr) for b, rows in sorted(m.items())}
+
+    a, e = norm(actual), norm(expected)
+    if a == e:
+        return
+    lines = [f"{what + ': ' if what else ''}output differs from the oracle"]
+    for b in sorted(set(a) | set(e)):
+        if a.get(b) != e.get(b):
+            missing = [r for r in e.get(b, []) if r not in a.get(b, [])]
+            extra = [r for r in a.get(b, []) if r not in e.get(b, [])]
+            lines.append(f"  batch {b}: missing {missing[:10]}, unexpected {extra[:10]}")
+            if not missing and not extra:
+                lines.append(f"    (same rows, different multiplicity) actual {a.get(b)} expected {e.get(b)}")
+    raise AssertionError("\n".join(lines))
 
 
 # --------------------------------------------------------------------------- aggregation

@@ -1,6 +1,7 @@
-"""Restartable streaming harness for the end-to-end state store tests.
+"""A restartable streaming harness: feed rows from Python, run one trigger at a time, read every batch.
 
-Each *run* of a query:
+Used by the ``stream`` fixture of the pytest plugin (``lineagestore.testing.plugin``) and by lineagestore's
+own end-to-end suites. Each *run* of a query:
   * reads a file-source directory (JSON lines, one file written atomically per run, explicit schema),
   * executes with ``trigger(availableNow=True)`` and ``awaitTermination()``, so it processes the new file
     (plus any no-data batch Spark decides to run) and stops,
@@ -11,7 +12,10 @@ batch id, so a replayed batch overwrites rather than duplicates its rows (idempo
 
 After every run the harness checks that the checkpoint was really written by the provider the test asked
 for (the provider class in the offset log, and the state file names the provider writes), because the
-provider is switched per query through ``spark.conf`` in a single SparkSession.
+provider can be switched per query through ``spark.conf`` in a single SparkSession. ``provider=None`` takes
+the session's provider when the harness is created ("lineagestore" or "builtin"; other providers: no check).
+
+``S3StreamHarness`` is the same with its checkpoint on ``s3a://`` (a bucket of ``lineagestore.testing.s3``).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import re
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 BUILTIN_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -87,13 +91,18 @@ def _describe_failure(exc: BaseException) -> str:
 class StreamHarness:
     """Feeds file-source inputs and runs one query repeatedly against one checkpoint."""
 
-    def __init__(self, spark, root: Path, provider: str):
+    def __init__(self, spark, root: Path, provider: str | None = None):
         self.spark = spark
         self.root = Path(root)
+        if provider is None:
+            current = spark.conf.get("spark.sql.streaming.stateStore.providerClass", None)
+            provider = {cls: name for name, cls in PROVIDER_CLASSES.items()}.get(current)
         self.provider = provider
         self.checkpoint = self.root / "checkpoint"
         self.outputs: dict[int, list[dict[str, Any]]] = {}
         self.runs: list[RunResult] = []
+        # Called as hook(df, batch_id) in foreachBatch once the batch ran, before its rows are kept.
+        self.batch_hooks: list[Callable[[Any, int], None]] = []
         self._inputs: dict[str, Path] = {}
         self._file_seq = 0
         self._staging = self.root / "staging"
@@ -115,6 +124,14 @@ class StreamHarness:
             .json(str(self.input_dir(name)))
         )
 
+    def sibling(self, name: str) -> StreamHarness:
+        """Another harness (own inputs and checkpoint) next to this one, e.g. for a second query."""
+        return type(self)(self.spark, self.root.parent / name, self.provider)
+
+    def add(self, rows: Iterable[dict[str, Any]], source: str = "in") -> Path:
+        """Add one batch of rows (dicts) to input ``source``: the next run reads them as one micro-batch."""
+        return self.write(source, rows)
+
     def write(self, name: str, rows: Iterable[dict[str, Any]]) -> Path:
         """Atomically add one JSON-lines file to input ``name`` (temp file + rename)."""
         target_dir = self.input_dir(name)
@@ -129,7 +146,10 @@ class StreamHarness:
 
     # ------------------------------------------------------------------- runs
     def _collect(self, df, batch_id: int) -> None:
-        self.outputs[batch_id] = [row.asDict(recursive=True) for row in df.collect()]
+        rows = [row.asDict(recursive=True) for row in df.collect()]  # runs the batch: stores commit
+        for hook in self.batch_hooks:
+            hook(df, batch_id)
+        self.outputs[batch_id] = rows
 
     def run(
         self,
@@ -199,6 +219,8 @@ class StreamHarness:
 
     def verify_provider(self) -> None:
         """The checkpoint must have been written by the provider the test is parametrised with."""
+        if self.provider not in PROVIDER_CLASSES:
+            return  # a provider we know nothing about: no check
         conf = self.offset_log_conf()
         expected = PROVIDER_CLASSES[self.provider]
         recorded = conf.get("spark.sql.streaming.stateStore.providerClass")
@@ -220,3 +242,49 @@ class StreamHarness:
 
 def as_tuples(rows: Sequence[dict[str, Any]], cols: Sequence[str]) -> list[tuple]:
     return sorted(tuple(r[c] for c in cols) for r in rows)
+
+
+def list_keys(client, bucket: str, prefix: str = "") -> list[str]:
+    """Every object key under ``prefix`` (directory marker objects ending in ``/`` left out)."""
+    keys = []
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        keys += [o["Key"] for o in page.get("Contents", []) if not o["Key"].endswith("/")]
+    return keys
+
+
+class S3StreamHarness(StreamHarness):
+    """A StreamHarness whose checkpoint is ``s3a://<bucket>/<prefix>``; inputs stay local.
+
+    ``server`` is a ``lineagestore.testing.s3.S3Server`` whose settings for ``bucket`` are in the session's
+    Hadoop configuration (the ``s3_bucket`` fixture does that). The provider checks read the offset log and
+    list the state files through boto3.
+    """
+
+    def __init__(self, spark, root: Path, provider: str | None, server, bucket: str, prefix: str):
+        super().__init__(spark, root, provider)
+        self.server = server
+        self.client = server.boto3_client()
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        self.checkpoint = f"s3a://{bucket}/{self.prefix}"  # type: ignore[assignment]
+
+    def sibling(self, name: str) -> S3StreamHarness:
+        root = self.root.parent / name
+        return type(self)(self.spark, root, self.provider, self.server, self.bucket, f"{self.prefix}-{name}")
+
+    def keys(self, under: str = "") -> list[str]:
+        """Keys of the checkpoint, relative to it (e.g. ``state/0/1/3_<id>.delta``)."""
+        base = f"{self.prefix}/{under}".rstrip("/") + "/"
+        return [k[len(self.prefix) + 1 :] for k in list_keys(self.client, self.bucket, base)]
+
+    def read(self, key: str) -> bytes:
+        return self.client.get_object(Bucket=self.bucket, Key=f"{self.prefix}/{key}")["Body"].read()
+
+    def offset_log_conf(self) -> dict[str, Any]:
+        batches = [int(k.split("/")[-1]) for k in self.keys("offsets") if k.split("/")[-1].isdigit()]
+        assert batches, f"no offset log entries under {self.checkpoint}/offsets"
+        lines = self.read(f"offsets/{max(batches)}").decode().splitlines()
+        return json.loads(lines[1]).get("conf", {})
+
+    def state_files(self) -> list[PurePosixPath]:  # type: ignore[override]
+        return [PurePosixPath(k) for k in self.keys("state") if not PurePosixPath(k).name.startswith(".")]

@@ -1,0 +1,53 @@
+"""The examples of docs/testing.md, "Testing your own query", run as the pytest file they say they are.
+
+The ``python`` blocks of that section are joined into one test module and run by pytest in a child process
+(its own SparkSession through the installed plugin), so the documentation cannot drift from what works.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "testing.md"
+SECTION = "## Testing your own query"
+
+
+def example_source() -> str:
+    text = DOC.read_text()
+    start = text.index(SECTION)
+    end = text.find("\n## ", start + len(SECTION))
+    blocks = re.findall(r"^```python\n(.*?)^```$", text[start : end if end >= 0 else None], re.S | re.M)
+    assert len(blocks) >= 4, f"expected the examples in {DOC} under {SECTION!r}"
+    return "\n\n".join(blocks)
+
+
+def test_docs_examples_run(tmp_path):
+    module = tmp_path / "test_docs_example.py"
+    module.write_text(example_source())
+    compile(module.read_text(), str(module), "exec")
+    env = dict(os.environ)
+    env.pop("PYTEST_ADDOPTS", None)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--rootdir",
+            str(tmp_path),
+            str(module),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, f"{proc.stdout[-6000:]}\n{proc.stderr[-3000:]}"
+    assert re.search(r"\b7 passed\b", proc.stdout), proc.stdout[-2000:]

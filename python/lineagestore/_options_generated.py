@@ -1,0 +1,181 @@
+# Generated from io.lineagestore.config.LineageConf by
+#   dev/sbt "core/runMain io.lineagestore.config.GenerateDocs"
+# Do not edit: ConfigDocsSuite fails when this file is stale.
+"""Typed lineagestore options: one field per ``spark.sql.streaming.stateStore.lineagestore.<name>`` key."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lineagestore._options_support import OptionSpec, spark_conf, validate
+
+PREFIX = "spark.sql.streaming.stateStore.lineagestore."
+# The Spark version the lineagestore-spark jar of this release is built and tested against (build.sbt).
+SPARK_VERSION = "4.3.0"
+
+SPECS: tuple[OptionSpec, ...] = (
+    OptionSpec(
+        field="max_pending_bytes",
+        name="maxPendingBytes",
+        kind="size",
+        default=1073741824,
+        min=1048576,
+        max=None,
+        allowed="a byte count (an integer, optionally with a k, m or g suffix: powers of 1024) of at least 1048576",
+        choices=(),
+    ),
+    OptionSpec(
+        field="local_dir",
+        name="localDir",
+        kind="string",
+        default="",
+        min=None,
+        max=None,
+        allowed="any string",
+        choices=(),
+    ),
+    OptionSpec(
+        field="local_retention_ms",
+        name="localRetentionMs",
+        kind="long",
+        default=3600000,
+        min=0,
+        max=None,
+        allowed="an integer of at least 0",
+        choices=(),
+    ),
+    OptionSpec(
+        field="delta_codec",
+        name="deltaCodec",
+        kind="choice",
+        default="zstd",
+        min=None,
+        max=None,
+        allowed="one of none, zstd",
+        choices=("none", "zstd"),
+    ),
+    OptionSpec(
+        field="transfer_threads",
+        name="transferThreads",
+        kind="int",
+        default=8,
+        min=1,
+        max=256,
+        allowed="an integer between 1 and 256",
+        choices=(),
+    ),
+    OptionSpec(
+        field="orphan_grace_period_ms",
+        name="orphanGracePeriodMs",
+        kind="long",
+        default=21600000,
+        min=0,
+        max=None,
+        allowed="an integer of at least 0",
+        choices=(),
+    ),
+    OptionSpec(
+        field="orphan_sweep_every_cleanups",
+        name="orphanSweepEveryCleanups",
+        kind="int",
+        default=100,
+        min=1,
+        max=2147483647,
+        allowed="an integer between 1 and 2147483647",
+        choices=(),
+    ),
+    OptionSpec(
+        field="memory_bytes",
+        name="memoryBytes",
+        kind="size",
+        default=536870912,
+        min=8388608,
+        max=None,
+        allowed="a byte count (an integer, optionally with a k, m or g suffix: powers of 1024) of at least 8388608",
+        choices=(),
+    ),
+    OptionSpec(
+        field="write_buffer_bytes",
+        name="writeBufferBytes",
+        kind="size",
+        default=33554432,
+        min=65536,
+        max=None,
+        allowed="a byte count (an integer, optionally with a k, m or g suffix: powers of 1024) of at least 65536",
+        choices=(),
+    ),
+)
+
+
+@dataclass(frozen=True)
+class LineageOptions:
+    """lineagestore settings, checked when created with the rules the JVM applies.
+
+    Each field is the key ``spark.sql.streaming.stateStore.lineagestore.<name>`` with ``<name>`` in snake_case. A
+    bad value raises ``ValueError`` naming the key, the value and what is allowed. Size fields accept an
+    ``int`` or a string with a k/m/g suffix (powers of 1024) and hold the number of bytes afterwards.
+    Pass it to ``lineagestore.configure(builder, options)``.
+    """
+
+    max_pending_bytes: int | str = 1073741824
+    """Upper bound on the uncommitted changes one batch of one partition may hold in memory (keys and values,
+    before commit). Accepts k/m/g suffixes. Key
+    ``spark.sql.streaming.stateStore.lineagestore.maxPendingBytes``; a byte count (an integer, optionally with
+    a k, m or g suffix: powers of 1024) of at least 1048576; default ``1073741824``.
+    """
+
+    local_dir: str = ""
+    """Executor-local directory for RocksDB instances and frozen snapshots. Empty: java.io.tmpdir. Key
+    ``spark.sql.streaming.stateStore.lineagestore.localDir``; any string; default ````.
+    """
+
+    local_retention_ms: int = 3600000
+    """How long a closed store's local RocksDB directory is kept, so that the next provider of the same store on
+    this executor (a restarted query) resumes without downloading. 0 deletes it on close. Key
+    ``spark.sql.streaming.stateStore.lineagestore.localRetentionMs``; an integer of at least 0; default
+    ``3600000``.
+    """
+
+    delta_codec: str = "zstd"
+    """Compression of the records in delta files: zstd (level 1) or none. Readers detect it per file. Key
+    ``spark.sql.streaming.stateStore.lineagestore.deltaCodec``; one of none, zstd; default ``zstd``.
+    """
+
+    transfer_threads: int = 8
+    """Parallel uploads and downloads within one store. Key
+    ``spark.sql.streaming.stateStore.lineagestore.transferThreads``; an integer between 1 and 256; default
+    ``8``.
+    """
+
+    orphan_grace_period_ms: int = 21600000
+    """Age after which a shared blob that no snapshot references is treated as a crash leftover and deleted by
+    the orphan sweep. Must exceed the longest snapshot upload. Key
+    ``spark.sql.streaming.stateStore.lineagestore.orphanGracePeriodMs``; an integer of at least 0; default
+    ``21600000``.
+    """
+
+    orphan_sweep_every_cleanups: int = 100
+    """Clean-up runs between two listings of a store directory (the orphan sweep). Other runs list nothing. Key
+    ``spark.sql.streaming.stateStore.lineagestore.orphanSweepEveryCleanups``; an integer between 1 and
+    2147483647; default ``100``.
+    """
+
+    memory_bytes: int | str = 536870912
+    """RocksDB memory of all stores of one executor together: one shared block cache, with memtables charged to
+    it (at most half). Read once per executor JVM. Accepts k/m/g suffixes. Key
+    ``spark.sql.streaming.stateStore.lineagestore.memoryBytes``; a byte count (an integer, optionally with a
+    k, m or g suffix: powers of 1024) of at least 8388608; default ``536870912``.
+    """
+
+    write_buffer_bytes: int | str = 33554432
+    """RocksDB memtable size per store. Accepts k/m/g suffixes. Key
+    ``spark.sql.streaming.stateStore.lineagestore.writeBufferBytes``; a byte count (an integer, optionally
+    with a k, m or g suffix: powers of 1024) of at least 65536; default ``33554432``.
+    """
+
+    def __post_init__(self) -> None:
+        validate(self, SPECS)
+
+    def to_spark_conf(self, include_defaults: bool = False) -> dict[str, str]:
+        """The Spark settings (full key -> text); only values other than the default, unless asked."""
+        return spark_conf(self, SPECS, PREFIX, include_defaults)

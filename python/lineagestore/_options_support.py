@@ -1,0 +1,148 @@
+"""The rules behind ``LineageOptions`` (generated in ``_options_generated.py`` from the JVM declarations).
+
+Each key has a kind and optional bounds, declared once in Scala (``io.lineagestore.config.ConfEntry``). The
+functions here apply them exactly as the JVM does (``ConfKind.parse`` and ``ConfEntry.check``), so a value
+that passes here also passes on the executors, and a bad one fails in Python before any query starts:
+
+* ``size``: a 64-bit integer, as ``int`` or as text ``[+-]digits`` with an optional ``k``/``m``/``g`` suffix
+  (case-insensitive, powers of 1024, blanks allowed around the number and before the suffix);
+* ``int`` / ``long``: a 32-bit / 64-bit integer, as ``int`` or text ``[+-]digits``;
+* ``string``: any text (a ``os.PathLike`` is taken as its path);
+* ``choice``: one of ``choices``, compared trimmed and lower-cased.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from typing import Any, NamedTuple
+
+
+class OptionSpec(NamedTuple):
+    field: str  # the Python field name (snake_case)
+    name: str  # the key's name after the prefix (camelCase, as the JVM declares it)
+    kind: str  # size | int | long | string | choice
+    default: Any
+    min: int | None
+    max: int | None
+    allowed: str  # what a value must be, in words (the JVM's text)
+    choices: tuple[str, ...] = ()  # for kind "choice": the allowed words
+
+
+_RANGE = {"size": (-(2**63), 2**63 - 1), "long": (-(2**63), 2**63 - 1), "int": (-(2**31), 2**31 - 1)}
+_MULTIPLIER = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_SIZE = re.compile(r"([+-]?[0-9]+)\s*([kmg]?)")
+
+
+def _parse(spec: OptionSpec, value: Any) -> Any:
+    """The typed value, or None if ``value`` is not of the key's kind."""
+    if spec.kind == "choice":
+        word = value.strip().lower() if isinstance(value, str) else None
+        return word if word in spec.choices else None
+    if spec.kind == "string":
+        if isinstance(value, os.PathLike):
+            value = os.fspath(value)
+        return value if isinstance(value, str) else None
+    if isinstance(value, bool):  # an int subclass, but never meant as a number here
+        return None
+    if isinstance(value, int):
+        number = value
+    elif isinstance(value, str):
+        text = value.strip()
+        if spec.kind == "size":
+            m = _SIZE.fullmatch(text.lower())
+            if not m:
+                return None
+            number = int(m.group(1)) * _MULTIPLIER[m.group(2)]
+            if not _RANGE["long"][0] <= int(m.group(1)) <= _RANGE["long"][1]:
+                return None
+        elif _INTEGER.fullmatch(text):
+            number = int(text)
+        else:
+            return None
+    else:
+        return None
+    lo, hi = _RANGE[spec.kind]
+    return number if lo <= number <= hi else None
+
+
+def _bounds_problem(spec: OptionSpec, number: int) -> str | None:
+    lo, hi = spec.min, spec.max
+    if (lo is None or number >= lo) and (hi is None or number <= hi):
+        return None
+    if lo is not None and hi is not None:
+        return f"must be between {lo} and {hi}"
+    return f"must be at least {lo}" if lo is not None else f"must be at most {hi}"
+
+
+def check_value(spec: OptionSpec, value: Any, prefix: str) -> Any:
+    """``value`` converted to the key's type; ``ValueError`` naming the full key, the value and what is allowed."""
+    typed = _parse(spec, value)
+    key = prefix + spec.name
+    if typed is None:
+        raise ValueError(
+            f"{key}={value!r} (LineageOptions.{spec.field}) is not valid: expected {spec.allowed} "
+            f"(default {spec.default!r})"
+        )
+    if spec.kind not in ("string", "choice"):
+        problem = _bounds_problem(spec, typed)
+        if problem:
+            raise ValueError(
+                f"{key}={value!r} (LineageOptions.{spec.field}) is not allowed: {problem}; "
+                f"expected {spec.allowed}"
+            )
+    return typed
+
+
+def validate(options: Any, specs: tuple[OptionSpec, ...]) -> None:
+    """``__post_init__`` of ``LineageOptions``: check every field and store its typed value."""
+    from lineagestore._options_generated import PREFIX
+
+    for spec in specs:
+        typed = check_value(spec, getattr(options, spec.field), PREFIX)
+        object.__setattr__(options, spec.field, typed)  # frozen: normalise once, here
+
+
+def spark_conf(
+    options: Any, specs: tuple[OptionSpec, ...], prefix: str, include_defaults: bool
+) -> dict[str, str]:
+    out = {}
+    for spec in specs:
+        value = getattr(options, spec.field)
+        if include_defaults or value != spec.default:
+            out[prefix + spec.name] = str(value)
+    return out
+
+
+def names(specs: tuple[OptionSpec, ...]) -> dict[str, OptionSpec]:
+    """Every accepted keyword (the snake_case field and the JVM's camelCase name) -> its spec."""
+    out = {}
+    for spec in specs:
+        out[spec.field] = spec
+        out[spec.name] = spec
+    return out
+
+
+def merge(options: Any, settings: dict[str, Any]) -> Any:
+    """``options`` (a LineageOptions or None) with ``settings`` (keywords by field or key name) applied.
+
+    An unknown keyword raises ``TypeError`` listing the known names; a bad value raises ``ValueError``.
+    """
+    from lineagestore._options_generated import SPECS, LineageOptions
+
+    if options is not None and not isinstance(options, LineageOptions):
+        raise TypeError(
+            f"options must be a lineagestore.LineageOptions, not {type(options).__name__}; "
+            "pass individual settings as keyword arguments"
+        )
+    known = names(SPECS)
+    unknown = sorted(k for k in settings if k not in known)
+    if unknown:
+        listing = ", ".join(f"{s.field} ({s.name})" for s in SPECS)
+        raise TypeError(f"unknown lineagestore option(s) {', '.join(unknown)}; known options: {listing}")
+    by_field = {known[k].field: v for k, v in settings.items()}
+    if len(by_field) != len(settings):
+        raise TypeError(f"an option is given twice (as field and key name): {sorted(settings)}")
+    return dataclasses.replace(options or LineageOptions(), **by_field)

@@ -1,0 +1,239 @@
+"""Text rendering of the ``lineagestore`` commands' reports (``inspect``, ``verify``, ``gc``, ``clone``).
+
+Each ``render_<command>`` takes the JSON-able report the command computed (what ``--json`` prints) and returns
+the human-readable text; ``lineagestore.cli`` parses the arguments and runs the commands.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+
+def _short(cid: str) -> str:
+    version, _, uid = cid.partition("_")
+    return f"{version}_{uid[:8]}"
+
+
+def render_inspect(r: dict) -> str:
+    from lineagestore.checkpoint import human_bytes as hb
+
+    log = r["commitLog"]
+    out = [
+        f"checkpoint   {r['checkpoint']}",
+        f"query id     {r['queryId'] or '(none)'}",
+        "commit log   "
+        + (
+            f"batches {log['first']}..{log['last']} ({log['batches']} committed)"
+            if log["batches"]
+            else "no committed batch"
+        )
+        + (f"; uncommitted batches {log['uncommitted']}" if log["uncommitted"] else ""),
+    ]
+    for op in r["operators"]:
+        out.append(
+            f"operator {op['operatorId']}   {op['partitions']} partitions x {len(op['storeNames'])} store(s): "
+            + ", ".join(op["storeNames"])
+        )
+    out.append("")
+    header = ["store", "head", "versions", "attempts", "snapshots", "deltas", "zips", "blobs", "shared", "unique",
+              "orphan blobs"]  # fmt: skip
+    rows = []
+    for s in r["stores"]:
+        t = s["totals"]
+        versions = sorted({c["version"] for c in s["checkpoints"]})
+        n_attempts = len(s["checkpoints"])
+        extra = []
+        if t["orphanAttempts"]:
+            extra.append(f"{t['orphanAttempts']} orphan")
+        if t["pendingAttempts"]:
+            extra.append(f"{t['pendingAttempts']} pending")
+        rows.append(
+            [
+                s["path"],
+                _short(s["head"]) if s["head"] else "-",
+                f"{versions[0]}..{versions[-1]}" if versions else "-",
+                f"{n_attempts}" + (f" ({', '.join(extra)})" if extra else ""),
+                str(t["snapshots"]),
+                hb(t["deltaBytes"]),
+                hb(t["snapshotBytes"]),
+                f"{t['blobs']} / {hb(t['blobBytes'])}",
+                f"{t['sharedBlobs']} / {hb(t['sharedBytes'])}",
+                f"{t['uniqueBlobs']} / {hb(t['uniqueBytes'])}",
+                f"{t['orphanBlobs']} / {hb(t['orphanBlobBytes'])}",
+            ]
+        )
+    out.append(_table(header, rows))
+    t = r["totals"]
+    out.append(
+        f"total: {t['deltas']} deltas {hb(t['deltaBytes'])}, {t['snapshots']} snapshots {hb(t['snapshotBytes'])}, "
+        f"{t['blobs']} blobs {hb(t['blobBytes'])} (shared by several snapshots {hb(t['sharedBytes'])}, "
+        f"by one {hb(t['uniqueBytes'])}, by none {hb(t['orphanBlobBytes'])}); "
+        f"{t['orphanAttempts']} orphan attempts {hb(t['orphanAttemptBytes'])}"
+    )
+    for s in r["stores"]:
+        out.append("")
+        out.append(
+            f"{s['path']}  (operator {s['operatorId']}, partition {s['partitionId']}, store {s['storeName']})"
+        )
+        chain = [
+            _short(f"{p['version']}_{p['uniqueId']}") + (" [snapshot]" if p["snapshot"] else "")
+            for p in s["chosenPath"]
+            if p["delta"] or p["snapshot"]
+        ]
+        out.append("  committed path  " + (" <- ".join(chain) if chain else "(no files)"))
+        by_version: dict[int, list[dict]] = {}
+        for c in s["checkpoints"]:
+            by_version.setdefault(c["version"], []).append(c)
+        for v, attempts in sorted(by_version.items()):
+            if len(attempts) < 2 and attempts[0]["status"] == "committed":
+                continue
+            chosen = [c for c in attempts if c["status"] == "committed"]
+            others = [c for c in attempts if c["status"] != "committed"]
+            desc = ", ".join(
+                f"{_short(str(v) + '_' + c['uniqueId'])} ({c['status']}: "
+                + "+".join(k for k in ("delta", "snapshot") if c[k])
+                + ")"
+                for c in others
+            )
+            if chosen:
+                batch = chosen[0]["batchId"]
+                who = f"batch {batch}" if batch is not None else "the lineage"
+                out.append(
+                    f"  version {v}: {who} chose {_short(str(v) + '_' + chosen[0]['uniqueId'])} over {desc}"
+                )
+            else:
+                out.append(f"  version {v}: {desc}")
+        orphans = [b for b in s["blobs"] if b["references"] == 0]
+        if orphans:
+            out.append(
+                "  orphan blobs    "
+                + ", ".join(
+                    f"shared/{b['name']} ({hb(b['bytes'])}, {b['ageMs'] // 1000}s old)" for b in orphans
+                )
+            )
+        for snap in s["snapshots"]:
+            if snap.get("missingBlobs"):
+                out.append(
+                    f"  MISSING blobs of {snap['version']}_{snap['uniqueId'][:8]}.zip: "
+                    + ", ".join(snap["missingBlobs"])
+                )
+        for msg in s["conflicts"]:
+            out.append(f"  CONFLICT: {msg}")
+        for msg in s["errors"]:
+            out.append(f"  ERROR: {msg}")
+        if s["otherFiles"]:
+            out.append("  other files     " + ", ".join(s["otherFiles"]))
+    for note in r.get("notes", []):
+        out.append(f"note: {note}")
+    return "\n".join(out)
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(x) for x in col) for col in zip(header, *rows, strict=False)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
+    for row in rows:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    return "\n".join(lines)
+
+
+def _batches(bs: list[int]) -> str:
+    if not bs:
+        return "none"
+    if bs == list(range(bs[0], bs[-1] + 1)):
+        return f"{bs[0]}..{bs[-1]}" if len(bs) > 1 else str(bs[0])
+    return ", ".join(map(str, bs))
+
+
+def render_verify(r: dict) -> str:
+    from lineagestore.checkpoint import human_bytes as hb
+
+    out = [
+        f"verify {r['checkpoint']}: batches {_batches(r['batches'])} in {r['stores']} stores"
+        + (
+            f" (older batches {_batches(r['skippedBatches'])} skipped: outside retention)"
+            if r["skippedBatches"]
+            else ""
+        )  # fmt: skip
+    ]
+    for s in r["results"]:
+        n = len(s["checked"])
+        status = "ok  " if s["ok"] else "FAIL"
+        bad = sum(1 for c in s["checked"] if not c["ok"])
+        out.append(
+            f"  {status} {s['path']}: {n - bad}/{n} checkpoints load" + (f" ({bad} do not)" if bad else "")
+        )
+    out.append(f"{r['filesVerified']} files verified ({hb(r['bytesVerified'])})")
+    if r["problems"]:
+        out.append("")
+        out.append(f"{len(r['problems'])} problem(s):")
+        for p in r["problems"]:
+            out.append(f"  {p['file']}")
+            if p.get("via"):
+                out.append(f"      (read for {p['via']})")
+            out.append(textwrap.indent(textwrap.fill(p["error"], 104), "      "))
+            if p["batches"]:
+                out.append(f"      needed by batch(es) {_batches(p['batches'])}")
+        out.append("result: PROBLEMS FOUND")
+    else:
+        out.append("result: OK")
+    return "\n".join(out)
+
+
+def _duration_text(ms: int) -> str:
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if ms >= size and ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"
+
+
+def render_gc(r: dict) -> str:
+    from lineagestore.checkpoint import human_bytes as hb
+
+    mode = "deleting" if r["applied"] else "dry run, nothing is deleted (add --apply to delete)"
+    out = [
+        f"gc {r['checkpoint']}: {mode}; keeping the newest {r['retain']} versions, "
+        f"unreferenced blobs kept while younger than {_duration_text(r['graceMs'])}"
+    ]
+    verb = "deleted" if r["applied"] else "delete"
+    for s in r["stores"]:
+        if s["refused"]:
+            out.append(f"{s['path']}: nothing to do: {s['refused']}")
+            continue
+        base = s["snapshotBase"]
+        base = f"snapshot {_short(base)}" if base and not base.startswith("0 ") else "the empty state"
+        out.append(
+            f"{s['path']}: head {_short(s['head'])}, oldest retained version {s['oldestRetained']}, "
+            f"rebuilt from {base}"
+        )
+        width = max([len(d["file"]) for d in s["delete"] + s["keptYoungOrphans"]] + [10])
+        for d in s["delete"]:
+            out.append(f"  {verb}  {d['file'].ljust(width)}  {hb(d['bytes']):>10}  {d['reason']}")
+        for d in s["keptYoungOrphans"]:
+            out.append(f"  keep    {d['file'].ljust(width)}  {hb(d['bytes']):>10}  {d['reason']}")
+        if not s["delete"]:
+            out.append("  nothing to delete")
+        for w in s["warnings"]:
+            out.append(f"  warning: {w}")
+        for e in s["errors"]:
+            out.append(f"  ERROR: {e}")
+    total = f"{r['deleteFiles']} files ({hb(r['deleteBytes'])})"
+    kept = f"{r['keptFiles']} files ({hb(r['keptBytes'])}) kept"
+    out.append(f"total: {'deleted' if r['applied'] else 'would delete'} {total}; {kept}")
+    if r["errors"]:
+        out.append(f"{len(r['errors'])} file(s) could not be deleted")
+    return "\n".join(out)
+
+
+def render_clone(r: dict) -> str:
+    from lineagestore.checkpoint import human_bytes as hb
+
+    qid = (
+        f"new query id {r['queryId']}"
+        if r["newQueryId"]
+        else f"query id {r['queryId']} (the source's: do not run both in one SparkSession at once)"
+    )
+    return (
+        f"cloned {r['source']} -> {r['destination']}: {r['files']} files, {hb(r['bytes'])} "
+        f"({r['linked']} hard-linked, {r['copied']} copied); {qid}\n"
+        f"check it with: lineagestore verify {r['destination']}"
+    )

@@ -1,0 +1,172 @@
+"""pytest plugin for testing streaming queries on lineagestore; registered as ``lineagestore`` (pytest11).
+
+Installing lineagestore makes these fixtures available in every pytest run (docs/testing.md, "Testing your
+own query"). Nothing heavy happens unless a test asks for them: this module imports only pytest and the
+standard library, and Spark, MinIO and the s3a jars start or load on first use.
+
+* ``spark`` (session): a SparkSession on lineagestore: ``local[2]``, 2 shuffle partitions, UI off, UTC,
+  a temporary warehouse, ``lineagestore.configure`` (bundled jar, or ``$LINEAGESTORE_JAR``; the pyspark
+  version check). Add or override settings with a session fixture ``lineagestore_spark_conf`` returning a
+  dict, and set lineagestore options with ``lineagestore_options`` returning a ``LineageOptions``.
+* ``stream``: a ``lineagestore.testing.harness.StreamHarness`` under ``tmp_path``: ``stream.add(rows)`` adds
+  a batch, ``stream.run(build, mode)`` runs one availableNow trigger (or ``trigger="once"``) on the same
+  checkpoint each time (stop and restart), ``stream.batch_outputs(...)``/``stream.rows()`` read the sink.
+* ``oracle``: ``lineagestore.testing.oracle`` (plain-Python models and ``assert_batches``).
+* ``s3_server`` (session): a started ``lineagestore.testing.s3.S3Server`` (real MinIO on 127.0.0.1):
+  ``spark_conf(bucket)``, ``hadoop_conf(bucket)``, ``endpoint``, ``access_key``, ``secret_key``,
+  ``boto3_client()``, ``bucket(name)``. The s3a jars go on the session's class path only when a collected
+  test uses it.
+* ``s3_bucket``: a fresh bucket, reachable as ``s3a://<name>/`` from ``spark`` during the test.
+* ``s3_stream``: a ``StreamHarness`` whose checkpoint is in ``s3_bucket``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+S3_FIXTURES = ("s3_server", "s3_bucket", "s3_stream")
+_s3a_error: str | None = None
+
+
+def _uses(session: pytest.Session, names: tuple[str, ...]) -> bool:
+    return any(set(names) & set(getattr(item, "fixturenames", ())) for item in session.items)
+
+
+def _s3a_classpath(session: pytest.Session) -> str:
+    """The s3a jars as a class path if a collected test uses S3, else "" (a fetch error is kept for later).
+
+    On the driver's class path rather than in ``spark.jars``: local mode runs executors in the driver JVM,
+    and Spark copies every ``spark.jars`` entry into each session's work directory (650 MB for the SDK).
+    """
+    global _s3a_error
+    if not _uses(session, S3_FIXTURES):
+        return ""
+    try:
+        from lineagestore.testing.s3 import s3a_jars
+
+        return os.pathsep.join(s3a_jars())
+    except Exception as exc:  # reported by s3_server, so only the S3 tests fail
+        _s3a_error = f"{type(exc).__name__}: {exc}"
+        return ""
+
+
+def _worker_pythonpath(session: pytest.Session) -> None:
+    """Spark's Python workers unpickle functions by module name: let them import the tests' directories."""
+    dirs = {str(Path(str(item.path)).parent) for item in session.items if getattr(item, "path", None)}
+    paths = [*sorted(dirs), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+
+
+@pytest.fixture(scope="session")
+def lineagestore_spark_conf() -> dict[str, str]:
+    """Extra SparkSession settings for the ``spark`` fixture (applied last); override in your conftest."""
+    return {}
+
+
+@pytest.fixture(scope="session")
+def lineagestore_options():
+    """A ``lineagestore.LineageOptions`` for the ``spark`` fixture, or None; override in your conftest."""
+    return None
+
+
+@pytest.fixture(scope="session")
+def spark(request, tmp_path_factory, lineagestore_spark_conf, lineagestore_options):
+    """A SparkSession on lineagestore for the whole test session (one SparkContext per JVM)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    _worker_pythonpath(request.session)
+    from pyspark.sql import SparkSession
+
+    import lineagestore
+
+    builder = (
+        SparkSession.builder.master("local[2]")
+        .appName("lineagestore-pytest")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.sql.warehouse.dir", str(tmp_path_factory.mktemp("spark-warehouse")))
+    )
+    jar = os.environ.get("LINEAGESTORE_JAR")
+    if jar:  # a jar of your own build instead of the one this package carries
+        builder = builder.config("spark.jars", jar)
+    builder = lineagestore.configure(builder, lineagestore_options, use_bundled_jar=not jar)
+    classpath = _s3a_classpath(request.session)
+    if classpath:
+        builder = builder.config("spark.driver.extraClassPath", classpath)
+    for key, value in lineagestore_spark_conf.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def stream(spark, tmp_path):
+    """A restartable harness for one query: its own input directories and checkpoint under ``tmp_path``."""
+    from lineagestore.testing.harness import StreamHarness
+
+    harness = StreamHarness(spark, tmp_path / "stream")
+    yield harness
+    for q in spark.streams.active:  # a failed test must not leave a query running into the next one
+        q.stop()
+
+
+@pytest.fixture
+def oracle():
+    """Plain-Python models of stateful operators, and ``assert_batches`` (lineagestore.testing.oracle)."""
+    from lineagestore.testing import oracle as module
+
+    return module
+
+
+# ------------------------------------------------------------------------------------------------- S3
+@pytest.fixture(scope="session")
+def s3_server(spark):  # after the session: its class path was chosen when it started
+    """A real S3 server (MinIO on 127.0.0.1) for the session; stopped and deleted at the end."""
+    if _s3a_error:
+        pytest.fail(f"the s3a jars could not be fetched, so Spark cannot reach S3: {_s3a_error}")
+    from lineagestore.testing.s3 import S3Server
+
+    with S3Server() as server:
+        yield server
+
+
+@pytest.fixture
+def s3_bucket(spark, s3_server):
+    """A fresh bucket, reachable as ``s3a://<name>/`` from ``spark`` for the duration of the test."""
+    name = f"ls-{uuid.uuid4().hex[:16]}"
+    s3_server.bucket(name)
+    hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
+    settings = s3_server.hadoop_conf(name)
+    for key, value in settings.items():
+        hadoop_conf.set(key, value)
+    yield name
+    for key in settings:
+        hadoop_conf.unset(key)
+
+
+@pytest.fixture
+def s3_stream(spark, s3_server, s3_bucket, tmp_path):
+    """Like ``stream``, with the checkpoint at ``s3a://<s3_bucket>/checkpoint`` (inputs stay local)."""
+    from lineagestore.testing.harness import S3StreamHarness
+
+    harness = S3StreamHarness(spark, tmp_path / "stream", None, s3_server, s3_bucket, "checkpoint")
+    yield harness
+    for q in spark.streams.active:
+        q.stop()
+
+
+# ------------------------------------------------------------------------------------------- s3_faults
+# RESERVED: the ``s3_faults`` fixture goes here. It wires ``lineagestore.testing.s3_proxy.FaultyS3Proxy``
+# (written separately) between ``spark`` and ``s3_server``: it should start the proxy in front of
+# ``s3_server.endpoint``, point a fresh bucket's ``fs.s3a.bucket.<name>.endpoint`` at it (as ``s3_bucket``
+# does for the server), yield the proxy, and undo both. Add "s3_faults" to S3_FIXTURES so the s3a jars load.
