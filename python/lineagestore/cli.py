@@ -204,8 +204,9 @@ def build_parser() -> argparse.ArgumentParser:
             Copy every file of a checkpoint (metadata, commits, offsets, sources, state) into a new directory,
             so that a query started on the copy continues from the same state without touching the source.
             lineagestore's state files are immutable, so on a local filesystem they are hard-linked (no space,
-            no time); everything else is copied. Across filesystems every file is copied. (On S3 a
-            server-side copy will be used; until then objects are streamed through the JVM.)"""
+            no time); everything else is copied. Between two s3a:// locations every file is copied
+            server-side (S3 CopyObject): no byte passes through this machine. Across filesystems every file
+            is copied through the JVM."""
         ),
         epilog=textwrap.dedent(
             """\

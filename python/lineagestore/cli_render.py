@@ -234,6 +234,7 @@ def render_clone(r: dict) -> str:
     )
     return (
         f"cloned {r['source']} -> {r['destination']}: {r['files']} files, {hb(r['bytes'])} "
-        f"({r['linked']} hard-linked, {r['copied']} copied); {qid}\n"
+        f"({r['linked']} hard-linked, {r.get('serverCopied', 0)} copied server-side, {r['copied']} copied); "
+        f"{qid}\n"
         f"check it with: lineagestore verify {r['destination']}"
     )
