@@ -273,3 +273,20 @@ def _try(fn):
     except Exception as exc:  # the client's view of the fault
         return exc
     return None
+
+
+def test_stopped_proxy_is_unreachable_and_restarts_on_the_same_port(s3):
+    p = FaultyS3Proxy(s3.endpoint).start()
+    endpoint = p.endpoint
+    c = _client(s3, endpoint)
+    c.list_buckets()
+    p.stop()
+    assert not p.running and p.endpoint == endpoint
+    with pytest.raises(botocore.exceptions.EndpointConnectionError):
+        c.list_buckets()
+    p.start()
+    try:
+        assert p.endpoint == endpoint
+        c.list_buckets()
+    finally:
+        p.stop()

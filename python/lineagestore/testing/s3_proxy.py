@@ -55,6 +55,37 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 FAULT_KINDS = ("error_5xx", "throttle", "timeout", "truncate")
+
+# s3a settings for queries behind the proxy: short timeouts and few retries, so that a held connection costs
+# seconds rather than minutes and a fault that outlasts the retries fails the operation (and the batch)
+# quickly. Every key is a constant of hadoop-aws 3.5.0's org.apache.hadoop.fs.s3a.Constants; the reasons
+# are in docs/testing.md ("Queries under S3 faults").
+S3A_FAULT_TEST_SETTINGS = {
+    "connection.establish.timeout": "2s",  # TCP connect (refused at once on loopback anyway)
+    "connection.timeout": "3s",  # socket read timeout: a held ("timeout") answer fails after 3 s
+    "connection.request.timeout": "10s",  # whole request, upload included (our files are small)
+    "connection.acquisition.timeout": "10s",  # waiting for a pooled connection
+    "attempts.maximum": "2",  # retries inside the AWS SDK, per S3A attempt
+    "retry.limit": "3",  # S3A's own retries of an operation (connectivity, 5xx)
+    "retry.interval": "100ms",  # first back-off of those, growing exponentially
+    "retry.throttle.limit": "5",  # S3A's retries of 503 SlowDown
+    "retry.throttle.interval": "100ms",
+    "retry.http.5xx.errors": "true",  # retry 500 InternalError (the default, set explicitly)
+}
+# How long the proxy holds a "timeout" fault: longer than connection.timeout above.
+FAULT_TEST_HOLD_S = 8.0
+
+
+def s3a_conf_via_proxy(server_conf: dict[str, str], proxy_endpoint: str, bucket: str) -> dict[str, str]:
+    """Per-bucket s3a settings: ``server_conf`` (``S3Server.hadoop_conf(bucket)``) with the endpoint
+    replaced by the proxy's and the fault-test timeouts and retries of ``S3A_FAULT_TEST_SETTINGS``."""
+    prefix = f"fs.s3a.bucket.{bucket}."
+    conf = dict(server_conf)
+    conf[prefix + "endpoint"] = proxy_endpoint
+    conf.update({prefix + k: v for k, v in S3A_FAULT_TEST_SETTINGS.items()})
+    return conf
+
+
 _COPY_CHUNK = 1 << 16
 _NO_BODY_STATUSES = {204, 304}
 
@@ -110,12 +141,19 @@ class FaultyS3Proxy:
     requests are in flight (each request uses the settings in force when it arrived).
     """
 
-    def __init__(self, upstream_endpoint: str, seed: int | None = None, upstream_timeout: float = 120.0):
+    def __init__(
+        self,
+        upstream_endpoint: str,
+        seed: int | None = None,
+        upstream_timeout: float = 120.0,
+        port: int = 0,
+    ):
         parsed = urllib.parse.urlsplit(upstream_endpoint)
         if parsed.scheme != "http" or not parsed.hostname or not parsed.port:
             raise ValueError(f"upstream_endpoint must be http://host:port, got {upstream_endpoint!r}")
         self.upstream = (parsed.hostname, parsed.port)
         self.upstream_timeout = upstream_timeout
+        self._port = port  # 0: a free port; stop() then start() keeps the port it got
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._plan = _FaultPlan()
@@ -136,9 +174,10 @@ class FaultyS3Proxy:
         if self._server is not None:
             return self
         self._stopping.clear()
-        server = _Server(("127.0.0.1", 0), _Handler)
+        server = _Server(("127.0.0.1", self._port), _Handler)
         server.proxy = self
         self._server = server
+        self._port = server.server_address[1]
         self._thread = threading.Thread(
             target=server.serve_forever, kwargs={"poll_interval": 0.1}, name="faulty-s3-proxy", daemon=True
         )
@@ -146,7 +185,10 @@ class FaultyS3Proxy:
         return self
 
     def stop(self) -> None:
-        """Stop listening, release held connections and close every client connection. Idempotent."""
+        """Stop listening, release held connections and close every client connection. Idempotent.
+
+        Until ``start()`` is called again the endpoint refuses connections (an unreachable S3); ``start()``
+        listens on the same port again."""
         server, self._server = self._server, None
         if server is None:
             return
@@ -160,14 +202,18 @@ class FaultyS3Proxy:
 
     @property
     def endpoint(self) -> str:
-        if self._server is None:
-            raise RuntimeError("the proxy is not running")
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        """``http://127.0.0.1:<port>``; stays the same across stop() and start()."""
+        if not self._port:
+            raise RuntimeError("the proxy was never started")
+        return f"http://127.0.0.1:{self._port}"
 
     @property
     def port(self) -> int:
-        return int(self.endpoint.rsplit(":", 1)[1])
+        return self._port
+
+    @property
+    def running(self) -> bool:
+        return self._server is not None
 
     def __repr__(self) -> str:
         where = self.endpoint if self._server is not None else "stopped"
