@@ -81,7 +81,7 @@ def oracle(batches: list[list[dict]]) -> dict[int, list[tuple]]:
 
 
 def batch_files(client, bucket: str) -> dict[int, list[int]]:
-    """Which input files (by number) each committed micro-batch read, from the checkpoint itself.
+    """Which input files (by number) each committed micro-batch (``commits/<n>``) read, from the checkpoint.
 
     Usually batch n reads file n, but not always: a process killed after the file source logged its next
     file (``sources/0/<n>``) and before the offset log entry of that batch makes the restarted batch read
@@ -92,10 +92,15 @@ def batch_files(client, bucket: str) -> dict[int, list[int]]:
     def read(key: str) -> list[str]:
         return client.get_object(Bucket=bucket, Key=key)["Body"].read().decode().splitlines()
 
-    log_offsets = {}
+    committed = {
+        int(k.rsplit("/", 1)[-1])
+        for k in _list_all(client, bucket, "checkpoint/commits/")
+        if k.rsplit("/", 1)[-1].isdigit()
+    }
+    log_offsets = {}  # of committed batches only: a planned batch without a commit runs again later
     for key in _list_all(client, bucket, "checkpoint/offsets/"):
         name = key.rsplit("/", 1)[-1]
-        if name.isdigit():
+        if name.isdigit() and int(name) in committed:
             log_offsets[int(name)] = json.loads(read(key)[2])["logOffset"]
     source: dict[int, list[int]] = {}
     for key in _list_all(client, bucket, "checkpoint/sources/0/"):
