@@ -1,26 +1,60 @@
 package io.lineagestore.storage
 
-import java.io.{FileNotFoundException, InputStream, OutputStream}
+import java.io.{
+  EOFException,
+  FileNotFoundException,
+  FilterInputStream,
+  IOException,
+  InputStream,
+  OutputStream
+}
+import java.nio.file.FileAlreadyExistsException
 import java.util.UUID
 
 import org.apache.hadoop.conf.Configuration
-import org.apache.hadoop.fs.{FileSystem, Path}
+import org.apache.hadoop.fs.{Abortable, FileSystem, Path, StreamCapabilities}
 
 /** [[BlobStore]] over any Hadoop FileSystem (file://, hdfs://, s3a://, abfs://, gs://).
   *
   * Atomic writes: object stores (s3a, gs) make an object visible only when its stream closes, so blobs are
   * written in place. On filesystems with visible partial files (file, hdfs, abfs) a blob is written under a
   * temporary name `.<name>.<uuid>.tmp` and renamed, which those filesystems do atomically.
+  *
+  * Failures of the filesystem itself (credentials refused, bucket missing, endpoint unreachable, errors that
+  * outlasted the client's retries) surface as [[BlobStoreAccessException]], naming the operation, the full
+  * location, the endpoint and what to do. Exceptions thrown by a writer's `body`, missing blobs and checksum
+  * or end-of-file errors while reading keep their own types.
   */
 class HadoopBlobStore(val root: Path, hadoopConf: Configuration) extends BlobStore {
-  private val fs: FileSystem = root.getFileSystem(hadoopConf)
+  private val fs: FileSystem =
+    try root.getFileSystem(hadoopConf)
+    catch { case e: IOException => throw access("open the filesystem of", root.toString, e) }
   private val writesInPlace = Set("s3a", "s3", "gs").contains(Option(fs.getScheme).getOrElse("").toLowerCase)
+
+  /** Where requests go, for messages: the s3a endpoint setting in force for this bucket. */
+  val endpoint: Option[String] = HadoopBlobStore.endpointOf(root.toUri, hadoopConf)
+
+  private def access(operation: String, location: String, e: Throwable): BlobStoreAccessException =
+    BlobStoreAccessException(operation, location, endpoint, e)
+
+  /** Runs a filesystem call, wrapping its I/O failures (but not the signals callers act on). */
+  private def io[T](operation: String, name: String)(body: => T): T =
+    try body
+    catch {
+      case e @ (_: FileNotFoundException | _: FileAlreadyExistsException | _: BlobStoreAccessException) =>
+        throw e
+      case e: IOException => throw access(operation, locate(name), e)
+    }
 
   private def path(name: String): Path = if (name.isEmpty) root else new Path(root, name)
 
   override def locate(name: String): String = path(name).toString
 
-  override def write(name: String)(body: OutputStream => Unit): Unit = {
+  override def write(name: String)(body: OutputStream => Unit): Unit =
+    try io("write", name)(writeUnwrapped(name, body))
+    catch { case b: BodyFailed => throw b.getCause }
+
+  private def writeUnwrapped(name: String, body: OutputStream => Unit): Unit = {
     val target = path(name)
     val dest =
       if (writesInPlace) target
@@ -29,10 +63,16 @@ class HadoopBlobStore(val root: Path, hadoopConf: Configuration) extends BlobSto
     try body(out)
     catch {
       case t: Throwable =>
-        try out.close()
+        // In place (s3a), close() would publish the partial object under its final name: abort instead.
+        try
+          out match {
+            case a: Abortable if writesInPlace && out.hasCapability(StreamCapabilities.ABORTABLE_STREAM) =>
+              a.abort()
+            case _ => out.close()
+          }
         catch { case s: Throwable => t.addSuppressed(s) }
         if (!writesInPlace) fs.delete(dest, false)
-        throw t
+        throw new BodyFailed(t) // the writer's own failure, rethrown as it is by write()
     }
     out.close()
     if (!writesInPlace && !fs.rename(dest, target)) {
@@ -42,22 +82,36 @@ class HadoopBlobStore(val root: Path, hadoopConf: Configuration) extends BlobSto
     }
   }
 
-  override def open(name: String): InputStream =
-    try fs.open(path(name))
-    catch { case _: FileNotFoundException => throw new BlobNotFoundException(locate(name)) }
+  override def open(name: String): InputStream = {
+    val in =
+      try io("read", name)(fs.open(path(name)))
+      catch { case _: FileNotFoundException => throw new BlobNotFoundException(locate(name)) }
+    new FilterInputStream(in) {
+      private def wrap[T](body: => T): T =
+        try body
+        catch {
+          // checksum and end-of-file errors are the content's problem: the callers report a corrupt file
+          case e @ (_: EOFException | _: org.apache.hadoop.fs.ChecksumException) => throw e
+          case e: IOException => throw access("read", locate(name), e)
+        }
+      override def read(): Int = wrap(super.read())
+      override def read(b: Array[Byte], off: Int, len: Int): Int = wrap(super.read(b, off, len))
+      override def skip(n: Long): Long = wrap(super.skip(n))
+    }
+  }
 
-  override def exists(name: String): Boolean = fs.exists(path(name))
+  override def exists(name: String): Boolean = io("check", name)(fs.exists(path(name)))
 
   override def size(name: String): Option[Long] =
-    try Some(fs.getFileStatus(path(name)).getLen)
+    try Some(io("check", name)(fs.getFileStatus(path(name)).getLen))
     catch { case _: FileNotFoundException => None }
 
-  override def delete(name: String): Unit = fs.delete(path(name), false)
+  override def delete(name: String): Unit = io("delete", name)(fs.delete(path(name), false))
 
   override def list(dir: String): Seq[BlobInfo] = {
     val p = path(dir)
     val statuses =
-      try fs.listStatus(p).toSeq
+      try io("list", dir)(fs.listStatus(p).toSeq)
       catch { case _: FileNotFoundException => Nil }
     statuses.filter(_.isFile).map { s =>
       val n = s.getPath.getName
@@ -65,3 +119,36 @@ class HadoopBlobStore(val root: Path, hadoopConf: Configuration) extends BlobSto
     }
   }
 }
+
+object HadoopBlobStore {
+
+  /** The endpoint requests to `uri` go to and the setting that chose it, for messages (s3a only). */
+  def endpointOf(uri: java.net.URI, conf: Configuration): Option[String] =
+    Option(uri.getScheme).map(_.toLowerCase) match {
+      case Some("s3a") =>
+        val perBucket = s"fs.s3a.bucket.${uri.getHost}.endpoint"
+        Option(conf.getTrimmed(perBucket))
+          .filter(_.nonEmpty)
+          .map(e => s"$e ($perBucket)")
+          .orElse(
+            Option(conf.getTrimmed("fs.s3a.endpoint")).filter(_.nonEmpty).map(e => s"$e (fs.s3a.endpoint)")
+          )
+          .orElse(Some("the AWS endpoint of the bucket's region (fs.s3a.endpoint is not set)"))
+      case _ => None
+    }
+
+  /** Runs `body` on `uri`, turning filesystem failures other than a missing file into
+    * [[BlobStoreAccessException]] (for the tools, which use the filesystem directly).
+    */
+  def wrapAccess[T](operation: String, uri: String, conf: Configuration)(body: => T): T =
+    try body
+    catch {
+      case e @ (_: FileNotFoundException | _: FileAlreadyExistsException | _: BlobStoreAccessException) =>
+        throw e
+      case e: IOException =>
+        throw BlobStoreAccessException(operation, uri, endpointOf(new Path(uri).toUri, conf), e)
+    }
+}
+
+/** Carries a writer's own failure out of [[HadoopBlobStore.write]]'s filesystem-error wrapping. */
+private final class BodyFailed(cause: Throwable) extends RuntimeException(cause)

@@ -341,8 +341,15 @@ final class LineageStore(
     val plan = RetentionPlanner.plan(head, chain, existing, settings.minVersionsToRetain)
     val (droppedSnapshots, droppedDeltas) = plan.delete.partition(_.kind == CheckpointId.Snapshot)
     val dropped = droppedSnapshots.flatMap(f => readIndex(f.id))
-    val retained = plan.retainedSnapshots.flatMap(readIndex)
-    val blobs = io.lineagestore.snapshot.SnapshotPlanner.unreferencedBlobs(dropped, retained)
+    val retainedRead = plan.retainedSnapshots.map(id => id -> readIndex(id))
+    val retained = retainedRead.flatMap(_._2)
+    // A retained snapshot whose index cannot be read right now (a transient store error, or damage) may
+    // reference any blob: delete no blob this time, as the gc tool does (StoreCleaner). Zips and deltas
+    // below the window are still deleted; their blobs wait for a later clean-up or the orphan sweep.
+    val blobsKnown = retainedRead.forall(_._2.isDefined)
+    val blobs =
+      if (blobsKnown) io.lineagestore.snapshot.SnapshotPlanner.unreferencedBlobs(dropped, retained)
+      else Set.empty[String]
     val deleted = mutable.ArrayBuffer.empty[String]
     def delFile(f: CheckpointFile): Unit = { files.deleteCheckpointFile(f); deleted += f.name }
     def delBlob(b: String): Unit = { files.deleteSharedBlob(b); deleted += CheckpointFiles.sharedPath(b) }
@@ -353,7 +360,8 @@ final class LineageStore(
     crash.at(CrashPoints.CleanupAfterBlobs)
     droppedDeltas.foreach(delFile)
     crash.at(CrashPoints.CleanupAfterDeltas)
-    if (sweep) sweepOrphanBlobs(retained).foreach(delBlob)
+    if (sweep && blobsKnown) sweepOrphanBlobs(retained).foreach(delBlob)
+    if (sweep && !blobsKnown) cleanupsSinceSweep = Int.MaxValue // sweep again next time
     knownFiles.synchronized(knownFiles --= plan.delete)
     indexCache.synchronized(droppedSnapshots.foreach(f => indexCache.remove(f.id)))
     counters.filesDeleted.addAndGet(deleted.size)

@@ -5,6 +5,7 @@ import java.nio.charset.StandardCharsets.UTF_8
 
 import org.apache.hadoop.fs.Path
 
+import io.lineagestore.storage.HadoopBlobStore.wrapAccess
 import io.lineagestore.tools.Json._
 
 /** Entry points of the `lineagestore` command line, called from Python through py4j. Plain types in (the
@@ -25,7 +26,7 @@ object CheckpointTools {
   /** Entries directly under `uri`: JSON `[{"name", "dir", "bytes", "modifiedMs"}]`, or `null` when `uri` does
     * not exist. Hadoop's `.crc` sidecars are not listed.
     */
-  def list(uri: String): String = {
+  def list(uri: String): String = wrapAccess("list", uri, ToolEnv.hadoopConf) {
     val p = new Path(uri)
     val fs = p.getFileSystem(ToolEnv.hadoopConf)
     val statuses =
@@ -42,7 +43,7 @@ object CheckpointTools {
   }
 
   /** Every file under `uri`, recursively: JSON `[{"path": relative path, "bytes"}]` (`null` if absent). */
-  def listTree(uri: String): String = {
+  def listTree(uri: String): String = wrapAccess("list", uri, ToolEnv.hadoopConf) {
     val root = new Path(uri)
     val fs = root.getFileSystem(ToolEnv.hadoopConf)
     if (!fs.exists(root)) return "null"
@@ -58,7 +59,7 @@ object CheckpointTools {
   }
 
   /** The text of a small file (Spark's commit log entry, metadata), or null when it does not exist. */
-  def readText(uri: String): String = {
+  def readText(uri: String): String = wrapAccess("read", uri, ToolEnv.hadoopConf) {
     val p = new Path(uri)
     val fs = p.getFileSystem(ToolEnv.hadoopConf)
     val in =

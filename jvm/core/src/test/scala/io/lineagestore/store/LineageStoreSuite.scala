@@ -203,6 +203,51 @@ class LineageStoreSuite extends AnyFunSuite with BeforeAndAfterEach {
     assert(shared.nonEmpty)
   }
 
+  test("clean-up deletes no shared blob while a retained snapshot's index cannot be read") {
+    // Snapshots at versions 2 and 10 only; between them enough flushes for RocksDB to compact the SST files
+    // of snapshot 2 away, so snapshot 10 no longer references all of them.
+    val settings =
+      StoreSettings(minDeltasForSnapshot = 1000, minVersionsToRetain = 9, orphanGracePeriodMs = 0)
+    val a = newStore(settings)
+    a.load(CheckpointId.Empty)
+    var ids = Vector.empty[CheckpointId]
+    def batch(i: Int): Unit = {
+      ids :+= commitBatch(a, (1 to 300).map(j => s"k${j % 150}-$i" -> s"v$i-$j").toMap)
+      a.freezeNow()
+      a.uploadSnapshots()
+    }
+    (1 to 9).foreach(batch)
+    Thread.sleep(1500) // let RocksDB's background compaction finish
+    batch(10)
+    val v2 = ids(1)
+    val v10 = ids(9)
+    // keep only the zips of versions 2 and 10 (as if no snapshot had been taken in between)
+    ids.slice(2, 9).foreach { id =>
+      new File(remote, id.snapshotFileName).delete()
+      new File(remote, s".${id.snapshotFileName}.crc").delete()
+    }
+    val blobsOf2 = files.readSnapshotIndex(v2).sharedBlobs.toSet
+    val blobsOf10 = files.readSnapshotIndex(v10).sharedBlobs.toSet
+    assume((blobsOf2 -- blobsOf10).nonEmpty, "RocksDB did not compact between the snapshots")
+    // A new store (nothing cached) at version 10; snapshot 2 is retained (base of version 2) but unreadable.
+    val b = newStore(settings)
+    b.load(v10)
+    val zip2 = new File(remote, v2.snapshotFileName)
+    val good = Files.readAllBytes(zip2.toPath)
+    new File(remote, s".${v2.snapshotFileName}.crc").delete()
+    Files.write(zip2.toPath, "not a zip".getBytes(UTF_8))
+    val deleted = b.cleanup() // the first clean-up of a store also sweeps orphans
+    assert(!deleted.exists(_.startsWith("shared/")), deleted)
+    // the store reads again: the next clean-up sweeps, and keeps what snapshot 2 references
+    Files.write(zip2.toPath, good)
+    b.cleanup()
+    val shared = Option(new File(remote, "shared").list()).getOrElse(Array.empty[String]).toSet
+    assert(blobsOf2.forall(shared.contains), blobsOf2 -- shared)
+    val fresh = newStore(settings)
+    assert(fresh.load(v2).base == LoadBase.Snapshot(v2))
+    assert(contents(fresh).size == 300) // 150 keys from each of batches 1 and 2
+  }
+
   test("a delta of another store is refused by name") {
     val s = newStore()
     s.load(CheckpointId.Empty)

@@ -1,0 +1,193 @@
+"""Streaming queries whose ``s3a://`` checkpoint goes through ``FaultyS3Proxy`` (issue #5: S3 faults).
+
+The s3a client gets short timeouts and few retries (``S3A_FAULT_TEST_SETTINGS``, docs/testing.md).
+Invariant: whatever the proxy does, the query either keeps going (s3a retries the fault away) or a batch
+fails cleanly, and after a restart with the faults off the query continues; the outputs of every batch and
+the final state equal the plain-Python oracle, and ``lineagestore verify`` finds the checkpoint intact.
+
+* a fault rate on every request (``LINEAGESTORE_FAULT_RATE``, default 0.05 per kind) during 5 batches;
+* every write failing (500 on PUT/POST past the retries) during one batch: the batch fails, the restart
+  with faults off redoes it;
+* a restart on an empty local directory while GETs are cut short and throttled: the state is restored
+  from S3 through the faults.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import uuid
+
+import pytest
+from pyspark.sql import functions as F
+
+import oracle
+from harness import StreamFailed
+from lineagestore.testing.s3_proxy import FAULT_TEST_HOLD_S, FaultyS3Proxy, s3a_conf_via_proxy
+from s3 import S3StreamHarness
+
+KV_SCHEMA = "k string, v long"
+FAULT_RATE = float(os.environ.get("LINEAGESTORE_FAULT_RATE", "0.05"))
+LOCAL_DIR_KEY = "spark.sql.streaming.stateStore.lineagestore.localDir"
+
+
+@pytest.fixture
+def proxied(spark, s3_server):
+    """(bucket, proxy): a fresh bucket reached by s3a through a FaultyS3Proxy, for this test only."""
+    name = f"ls-f-{uuid.uuid4().hex[:12]}"
+    s3_server.bucket(name)
+    with FaultyS3Proxy(s3_server.endpoint, seed=5) as proxy:
+        settings = s3a_conf_via_proxy(s3_server.hadoop_conf(name), proxy.endpoint, name)
+        conf = spark.sparkContext._jsc.hadoopConfiguration()
+        for key, value in settings.items():
+            conf.set(key, value)
+        try:
+            yield name, proxy, settings
+        finally:
+            proxy.clear()
+            for key in settings:
+                conf.unset(key)
+
+
+def _runs(seed: int, runs: int, rows: int = 20, keys: int = 8) -> list[list[dict]]:
+    rnd = random.Random(seed)
+    return [
+        [{"k": f"k{rnd.randrange(keys)}", "v": rnd.randrange(1, 100)} for _ in range(rows)]
+        for _ in range(runs)
+    ]
+
+
+def _build(h):
+    return (
+        h.source("in", KV_SCHEMA).groupBy("k").agg(F.count(F.lit(1)).alias("cnt"), F.sum("v").alias("total"))
+    )
+
+
+def _outputs(h):
+    return h.batch_outputs(lambda r: (r["k"], r["cnt"], r["total"]))
+
+
+def _run_until_done(h, proxy, faults: dict, failures: list[str]):
+    """One run with ``faults`` on; if it fails (at start: Spark reads its own checkpoint files first; or in
+    a batch), the restart runs with the faults off."""
+    proxy.set_faults(**faults)
+    try:
+        return h.run(_build, "update")
+    except Exception as exc:  # StreamFailed in a batch; Py4JJavaError when Spark fails at start()
+        if not (isinstance(exc, StreamFailed) or type(exc).__name__ == "Py4JJavaError"):
+            raise
+        lines = [
+            ln.strip()
+            for ln in str(exc).splitlines()
+            if "Exception" in ln and not ln.strip().startswith("at ")
+        ]
+        failures.append(f"{type(exc).__name__}: {(lines or ['?'])[0][:300]}")
+    finally:
+        proxy.clear()
+    return h.run(_build, "update")
+
+
+def _verify(spark, checkpoint: str, settings: dict) -> dict:
+    """``lineagestore verify --json`` in this process (the session's JVM)."""
+    import contextlib
+    import io
+
+    from lineagestore.cli import main
+
+    argv = [a for k, v in settings.items() for a in ("--hadoop-conf", f"{k}={v}")]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main([*argv, "--no-progress", "verify", checkpoint, "--json"])
+    report = json.loads(out.getvalue())
+    assert code == 0, json.dumps(report, indent=1)[:4000]
+    return report
+
+
+def test_query_under_a_fault_rate_matches_the_oracle(spark, provider, s3_server, proxied, tmp_path):
+    bucket, proxy, settings = proxied
+    runs = _runs(seed=21, runs=5)
+    expected, totals = oracle.running_aggregate(runs)
+    h = S3StreamHarness(spark, tmp_path / "q", provider, s3_server, bucket, "checkpoint")
+    faults = dict(
+        error_5xx=FAULT_RATE,
+        throttle=FAULT_RATE,
+        truncate=FAULT_RATE,
+        timeout=FAULT_RATE / 5,  # each costs connection.timeout (3 s)
+        hold_s=FAULT_TEST_HOLD_S,
+    )
+    failures: list[str] = []
+    for rows in runs:
+        h.write("in", rows)
+        _run_until_done(h, proxy, faults, failures)
+    injected = proxy.counts["faults"]
+    print(
+        f"{provider}: faults injected {injected}, requests {proxy.counts['requests']}, failed runs {failures}"
+    )
+    assert sum(injected.values()) > 0, "the proxy injected nothing: the test tested nothing"
+    assert _outputs(h) == expected
+    assert h.runs[-1].state_rows_total() == len(totals)
+    if provider == "lineagestore":
+        _verify(spark, h.checkpoint, settings)
+
+
+@pytest.mark.parametrize("target", ["all", "state"])
+def test_writes_failing_past_the_retries_fail_the_batch_cleanly(
+    spark, provider, s3_server, proxied, tmp_path, target
+):
+    """``all``: Spark's own offset log write fails first; ``state``: only the state store's writes fail."""
+    bucket, proxy, settings = proxied
+    runs = _runs(seed=22, runs=4)
+    expected, totals = oracle.running_aggregate(runs)
+    h = S3StreamHarness(spark, tmp_path / "q", provider, s3_server, bucket, "checkpoint")
+    for rows in runs[:2]:
+        h.write("in", rows)
+        h.run(_build, "update")
+    h.write("in", runs[2])
+    proxy.set_faults(
+        error_5xx=1.0, methods={"PUT", "POST"}, path_pattern="/state/" if target == "state" else None
+    )
+    with pytest.raises(StreamFailed) as failed:
+        h.run(_build, "update")
+    proxy.clear()
+    message = str(failed.value)
+    print(message[:6000])
+    assert "InternalError" in message or "500" in message, message[:3000]
+    assert proxy.counts["faults"]["error_5xx"] > 1, "s3a did not retry"
+    # restart with the faults off: batch 2 runs again, then batch 3
+    assert h.run(_build, "update").batch_ids == [2]
+    h.write("in", runs[3])
+    assert h.run(_build, "update").batch_ids == [3]
+    assert _outputs(h) == expected
+    assert h.runs[-1].state_rows_total() == len(totals)
+    if provider == "lineagestore":
+        _verify(spark, h.checkpoint, settings)
+
+
+def test_restore_from_s3_through_faulty_reads(spark, provider, s3_server, proxied, tmp_path):
+    if provider != "lineagestore":
+        pytest.skip("the built-in provider has no local-directory setting to start cold")
+    bucket, proxy, settings = proxied
+    runs = _runs(seed=23, runs=5)
+    expected, totals = oracle.running_aggregate(runs)
+    h = S3StreamHarness(spark, tmp_path / "q", provider, s3_server, bucket, "checkpoint")
+    try:
+        for rows in runs[:4]:
+            h.write("in", rows)
+            h.run(_build, "update")
+        fresh = tmp_path / "fresh-local-dir"
+        fresh.mkdir()
+        spark.conf.set(LOCAL_DIR_KEY, str(fresh))
+        h.write("in", runs[4])
+        failures: list[str] = []
+        result = _run_until_done(
+            h, proxy, dict(truncate=0.3, throttle=0.2, methods={"GET", "HEAD"}), failures
+        )
+    finally:
+        spark.conf.unset(LOCAL_DIR_KEY)
+    print(f"faults {proxy.counts['faults']}, failed runs {failures}")
+    assert proxy.counts["faults"]["truncate"] > 0
+    assert _outputs(h) == expected
+    assert result.state_rows_total() == len(totals)
+    metrics = result.progress[0]["stateOperators"][0]["customMetrics"]
+    assert metrics.get("lineagestoreFilesDownloaded", 0) + metrics.get("lineagestoreDeltasReplayed", 0) > 0
