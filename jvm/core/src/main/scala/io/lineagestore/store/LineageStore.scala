@@ -77,6 +77,8 @@ final class LineageStore(
   private var generation = new Generation(mutable.Map.empty)
 
   private val frozen = new ConcurrentLinkedQueue[Frozen]()
+  // uploads hold it shared; clean-up deletes blobs only if it gets it exclusively (see cleanup)
+  private val uploadsVsBlobDeletion = new java.util.concurrent.locks.ReentrantReadWriteLock()
   @volatile private var lastUploaded: Option[SnapshotIndex] = None
   // committed lineage (version -> unique ID) as far as known, and its head: the newest checkpoint Spark loaded
   private val committed = mutable.Map.empty[Long, String]
@@ -269,6 +271,12 @@ final class LineageStore(
 
   /** Uploads every frozen checkpoint, oldest first; each diffed against the last completed upload. */
   def uploadSnapshots(): Int = {
+    uploadsVsBlobDeletion.readLock().lock()
+    try uploadFrozen()
+    finally uploadsVsBlobDeletion.readLock().unlock()
+  }
+
+  private def uploadFrozen(): Int = {
     var n = 0
     var next = frozen.peek()
     while (next != null) {
@@ -330,6 +338,15 @@ final class LineageStore(
     */
   def cleanup(): Seq[String] = {
     val head = committedHead.getOrElse(return Nil)
+    // Blobs are deleted only while no snapshot upload of this store is in flight: an upload's new blobs are
+    // referenced by no zip until it finishes, and the sweep must not take them for crash leftovers however
+    // short the grace period (seen in the soak with a 3 s grace). Other processes rely on the grace period.
+    val uploadsPaused = uploadsVsBlobDeletion.writeLock().tryLock()
+    try cleanupWith(head, mayDeleteBlobs = uploadsPaused)
+    finally if (uploadsPaused) uploadsVsBlobDeletion.writeLock().unlock()
+  }
+
+  private def cleanupWith(head: CheckpointId, mayDeleteBlobs: Boolean): Seq[String] = {
     val sweep = cleanupsSinceSweep >= settings.orphanSweepEveryCleanups
     if (sweep) {
       val listed = files.listCheckpointFiles()
@@ -346,7 +363,7 @@ final class LineageStore(
     // A retained snapshot whose index cannot be read right now (a transient store error, or damage) may
     // reference any blob: delete no blob this time, as the gc tool does (StoreCleaner). Zips and deltas
     // below the window are still deleted; their blobs wait for a later clean-up or the orphan sweep.
-    val blobsKnown = retainedRead.forall(_._2.isDefined)
+    val blobsKnown = mayDeleteBlobs && retainedRead.forall(_._2.isDefined)
     val blobs =
       if (blobsKnown) io.lineagestore.snapshot.SnapshotPlanner.unreferencedBlobs(dropped, retained)
       else Set.empty[String]
@@ -361,7 +378,7 @@ final class LineageStore(
     droppedDeltas.foreach(delFile)
     crash.at(CrashPoints.CleanupAfterDeltas)
     if (sweep && blobsKnown) sweepOrphanBlobs(retained).foreach(delBlob)
-    if (sweep && !blobsKnown) cleanupsSinceSweep = Int.MaxValue // sweep again next time
+    if (!blobsKnown) cleanupsSinceSweep = Int.MaxValue // sweep again next time: it finds what was skipped
     knownFiles.synchronized(knownFiles --= plan.delete)
     indexCache.synchronized(droppedSnapshots.foreach(f => indexCache.remove(f.id)))
     counters.filesDeleted.addAndGet(deleted.size)

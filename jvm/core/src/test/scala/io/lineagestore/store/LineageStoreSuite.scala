@@ -203,6 +203,38 @@ class LineageStoreSuite extends AnyFunSuite with BeforeAndAfterEach {
     assert(shared.nonEmpty)
   }
 
+  test(
+    "clean-up running while a snapshot upload is in flight deletes none of its blobs, even with no grace"
+  ) {
+    var store: LineageStore = null
+    var deletedMidUpload = Seq.empty[String]
+    // between the upload's blobs and its zip, clean-up (with an orphan sweep and a zero grace period) runs on
+    // another thread, as Spark's maintenance may while close() uploads
+    val midUpload: CrashPoints = (step: CrashPoints.Step) =>
+      if (step == CrashPoints.SnapshotAfterBlobs && deletedMidUpload.isEmpty) {
+        val t = new Thread(() => deletedMidUpload = store.cleanup() :+ "ran")
+        t.start()
+        t.join()
+      }
+    val settings =
+      StoreSettings(minDeltasForSnapshot = 1000, minVersionsToRetain = 2, orphanGracePeriodMs = 0)
+    store =
+      new LineageStore(files, Files.createTempDirectory(tmp.toPath, "local").toFile, settings, midUpload)
+    open += store
+    store.load(CheckpointId.Empty)
+    var last = CheckpointId.Empty
+    for (i <- 1 to 4) {
+      last = commitBatch(store, (1 to 50).map(j => s"k$i-$j" -> "v").toMap); store.load(last)
+    }
+    store.freezeNow()
+    store.uploadSnapshots()
+    assert(deletedMidUpload.lastOption.contains("ran"))
+    assert(!deletedMidUpload.exists(_.startsWith("shared/")), deletedMidUpload)
+    val fresh = newStore()
+    fresh.load(last)
+    assert(contents(fresh).size == 200)
+  }
+
   test("clean-up deletes no shared blob while a retained snapshot's index cannot be read") {
     // Snapshots at versions 2 and 10 only; between them enough flushes for RocksDB to compact the SST files
     // of snapshot 2 away, so snapshot 10 no longer references all of them.
