@@ -20,10 +20,9 @@ import uuid
 import pytest
 from pyspark.sql import functions as F
 
-import oracle
-from harness import StreamFailed
+from lineagestore.testing import oracle
+from lineagestore.testing.harness import S3StreamHarness, StreamFailed
 from lineagestore.testing.s3_proxy import FAULT_TEST_HOLD_S, FaultyS3Proxy, s3a_conf_via_proxy
-from s3 import S3StreamHarness
 
 KV_SCHEMA = "k string, v long"
 

@@ -17,15 +17,13 @@ from __future__ import annotations
 import json
 import os
 import random
-import uuid
 
 import pytest
 from pyspark.sql import functions as F
 
-import oracle
-from harness import StreamFailed
-from lineagestore.testing.s3_proxy import FAULT_TEST_HOLD_S, FaultyS3Proxy, s3a_conf_via_proxy
-from s3 import S3StreamHarness
+from lineagestore.testing import oracle
+from lineagestore.testing.harness import S3StreamHarness, StreamFailed
+from lineagestore.testing.s3_proxy import FAULT_TEST_HOLD_S
 
 KV_SCHEMA = "k string, v long"
 FAULT_RATE = float(os.environ.get("LINEAGESTORE_FAULT_RATE", "0.05"))
@@ -33,21 +31,9 @@ LOCAL_DIR_KEY = "spark.sql.streaming.stateStore.lineagestore.localDir"
 
 
 @pytest.fixture
-def proxied(spark, s3_server):
-    """(bucket, proxy): a fresh bucket reached by s3a through a FaultyS3Proxy, for this test only."""
-    name = f"ls-f-{uuid.uuid4().hex[:12]}"
-    s3_server.bucket(name)
-    with FaultyS3Proxy(s3_server.endpoint, seed=5) as proxy:
-        settings = s3a_conf_via_proxy(s3_server.hadoop_conf(name), proxy.endpoint, name)
-        conf = spark.sparkContext._jsc.hadoopConfiguration()
-        for key, value in settings.items():
-            conf.set(key, value)
-        try:
-            yield name, proxy, settings
-        finally:
-            proxy.clear()
-            for key in settings:
-                conf.unset(key)
+def proxied(s3_faults):
+    """(bucket, proxy, settings) from the plugin's ``s3_faults``."""
+    return s3_faults.bucket, s3_faults.proxy, s3_faults.hadoop_conf
 
 
 def _runs(seed: int, runs: int, rows: int = 20, keys: int = 8) -> list[list[dict]]:

@@ -26,10 +26,11 @@ import os
 import sys
 import uuid
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import pytest
 
-S3_FIXTURES = ("s3_server", "s3_bucket", "s3_stream")
+S3_FIXTURES = ("s3_server", "s3_bucket", "s3_stream", "s3_faults")
 _s3a_error: str | None = None
 
 
@@ -166,7 +167,34 @@ def s3_stream(spark, s3_server, s3_bucket, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------- s3_faults
-# RESERVED: the ``s3_faults`` fixture goes here. It wires ``lineagestore.testing.s3_proxy.FaultyS3Proxy``
-# (written separately) between ``spark`` and ``s3_server``: it should start the proxy in front of
-# ``s3_server.endpoint``, point a fresh bucket's ``fs.s3a.bucket.<name>.endpoint`` at it (as ``s3_bucket``
-# does for the server), yield the proxy, and undo both. Add "s3_faults" to S3_FIXTURES so the s3a jars load.
+class S3Faults(NamedTuple):
+    """What ``s3_faults`` yields: a fresh bucket whose s3a traffic goes through ``proxy``."""
+
+    bucket: str
+    proxy: Any  # lineagestore.testing.s3_proxy.FaultyS3Proxy
+    hadoop_conf: dict[str, str]  # the per-bucket s3a settings in force (endpoint = the proxy)
+
+
+@pytest.fixture
+def s3_faults(spark, s3_server):
+    """A fresh bucket reached by s3a through a fault-injecting proxy in front of ``s3_server`` (loopback only).
+
+    Faults are off until the test asks: ``s3_faults.proxy.set_faults(error_5xx=0.05, throttle=0.05)``; s3a
+    uses short timeouts and few retries on this bucket (``S3A_FAULT_TEST_SETTINGS``), so a fault either is
+    retried or fails the batch quickly. ``s3_faults.proxy.counts`` says what was injected.
+    """
+    from lineagestore.testing.s3_proxy import FaultyS3Proxy, s3a_conf_via_proxy
+
+    name = f"ls-f-{uuid.uuid4().hex[:12]}"
+    s3_server.bucket(name)
+    with FaultyS3Proxy(s3_server.endpoint, seed=5) as proxy:
+        settings = s3a_conf_via_proxy(s3_server.hadoop_conf(name), proxy.endpoint, name)
+        hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
+        for key, value in settings.items():
+            hadoop_conf.set(key, value)
+        try:
+            yield S3Faults(name, proxy, settings)
+        finally:
+            proxy.clear()
+            for key in settings:
+                hadoop_conf.unset(key)
