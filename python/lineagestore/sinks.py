@@ -4,7 +4,7 @@ Spark re-runs a micro-batch after a failure or restart with the same batch ID an
 lineagestore makes the state it reads the same too (the committed lineage). Output is exactly once only if
 the sink writes each batch ID at most once, or overwrites it with identical content. ``IdempotentBatchWriter``
 does the first: each batch goes to ``<path>/batch_id=<n>/`` written under a temporary name and renamed into
-place in one step, and a batch ID already present is skipped.
+place in one step, and a batch ID already present is executed again (so its state commits) but not written.
 
     from lineagestore.sinks import IdempotentBatchWriter
 
@@ -35,7 +35,11 @@ class IdempotentBatchWriter:
         final = jvm.org.apache.hadoop.fs.Path(f"{self.path}/batch_id={batch_id}")
         fs = final.getFileSystem(hadoop_conf)
         if fs.exists(final):
-            return  # written by an earlier attempt of this batch: same input, same state, same output
+            # Written by an earlier attempt of this batch. The batch must still run: its stateful operators
+            # commit their state only when the plan executes (with checkpoint format 2 Spark fails a batch
+            # whose stores reported no checkpoint). Run it into Spark's no-op sink and keep the first output.
+            df.write.format("noop").mode("overwrite").save()
+            return
         tmp = jvm.org.apache.hadoop.fs.Path(f"{self.path}/_tmp-{batch_id}-{uuid.uuid4().hex}")
         df.write.format(self.fmt).options(**self.options).save(tmp.toString())
         if not fs.rename(tmp, final):
