@@ -20,8 +20,9 @@ import org.apache.hadoop.fs.{Abortable, FileSystem, Path, StreamCapabilities}
   * written in place. On filesystems with visible partial files (file, hdfs, abfs) a blob is written under a
   * temporary name `.<name>.<uuid>.tmp` and renamed, which those filesystems do atomically.
   *
-  * Requests: no write, read or existence check lists anything (s3a's create probe is off, existence is one
-  * HEAD); only [[list]] does, and only the orphan sweep and the tools call it.
+  * Requests: an existence check is one HEAD on s3a (no LIST probe); s3a's create still probes the key
+  * before a write (create-performance mode would skip it, but changed where a failed PUT surfaces; not yet).
+  * Only [[list]] lists, and only the orphan sweep and the tools call it.
   *
   * Failures of the filesystem itself (credentials refused, bucket missing, endpoint unreachable, errors that
   * outlasted the client's retries) surface as [[BlobStoreAccessException]], naming the operation, the full
@@ -62,12 +63,7 @@ class HadoopBlobStore(val root: Path, hadoopConf: Configuration) extends BlobSto
     val dest =
       if (writesInPlace) target
       else new Path(target.getParent, s".${target.getName}.${UUID.randomUUID()}.tmp")
-    val out =
-      if (writesInPlace)
-        // names are never reused, so s3a's pre-create probe (a HEAD and a LIST per write, to refuse an
-        // overwrite) buys nothing: create-performance mode skips it
-        fs.createFile(dest).overwrite(false).opt("fs.s3a.create.performance", true).build()
-      else fs.create(dest, false)
+    val out = fs.create(dest, false)
     try body(out)
     catch {
       case t: Throwable =>
