@@ -56,6 +56,10 @@ def test_clone_on_s3_copies_server_side_and_the_clone_restarts(
     for rows in runs[:3]:
         h.write("in", rows)
         h.run(_build, "update")
+    # close the source's stores (as an executor restart would), so its maintenance adds no snapshot later
+    getattr(
+        getattr(spark._jvm.org.apache.spark.sql.execution.streaming.state, "StateStore$"), "MODULE$"
+    ).unloadAll()
     source_before = _etags(h, "source")
     assert any(k.startswith("state/") and k.endswith(".delta") for k in source_before)
 
