@@ -20,9 +20,9 @@ import org.apache.hadoop.fs.{Abortable, FileSystem, Path, StreamCapabilities}
   * written in place. On filesystems with visible partial files (file, hdfs, abfs) a blob is written under a
   * temporary name `.<name>.<uuid>.tmp` and renamed, which those filesystems do atomically.
   *
-  * Requests: an existence check is one HEAD on s3a (no LIST probe); s3a's create still probes the key
-  * before a write (create-performance mode would skip it, but changed where a failed PUT surfaces; not yet).
-  * Only [[list]] lists, and only the orphan sweep and the tools call it.
+  * Requests: an existence check is one HEAD on s3a (no LIST probe); s3a's create still probes the key before
+  * a write (create-performance mode would skip it, but changed where a failed PUT surfaces; not yet). Only
+  * [[list]] lists, and only the orphan sweep and the tools call it.
   *
   * Failures of the filesystem itself (credentials refused, bucket missing, endpoint unreachable, errors that
   * outlasted the client's retries) surface as [[BlobStoreAccessException]], naming the operation, the full
