@@ -85,4 +85,12 @@ def test_clone_on_s3_copies_server_side_and_the_clone_restarts(
     result = h.run(_build, "update")
     assert result.batch_ids == [3]
     assert h.batch_outputs(lambda r: (r["k"], r["cnt"], r["total"])) == expected
-    assert _etags(h, "source") == source_before
+    after = _etags(h, "source")
+    # nothing of the source changed or went; the only additions allowed are the source's own late snapshot
+    # uploads (zips and shared blobs of versions <= 3), never a file of the clone's batch (version 4)
+    assert {k: after.get(k) for k in source_before} == source_before
+    added = set(after) - set(source_before)
+    assert all(
+        ("/shared/" in k) or (k.endswith(".zip") and int(k.rsplit("/", 1)[1].split("_")[0]) <= 3)
+        for k in added
+    ), added
