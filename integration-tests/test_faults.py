@@ -7,12 +7,10 @@ fault lost, duplicated or resurrected nothing. Damaged files must be reported by
 
 from __future__ import annotations
 
-import random
 import re
 import time
 
 import pytest
-from pyspark.sql import functions as F
 
 from lineagestore.testing import faults, oracle
 from lineagestore.testing.harness import BUILTIN_PROVIDER, LINEAGE_PROVIDER, StreamFailed, StreamHarness
@@ -40,17 +38,8 @@ def no_snapshots(spark):
     spark.conf.set(MIN_DELTAS_KEY, before)
 
 
-def _runs(n: int = 4, seed: int = 5) -> list[list[dict]]:
-    rnd = random.Random(seed)
-    return [[{"k": f"k{rnd.randrange(5)}", "v": rnd.randrange(1, 50)} for _ in range(8)] for _ in range(n)]
-
-
-def _build(h):
-    return h.source("in", "k string, v long").groupBy("k").agg(F.count(F.lit(1)).alias("cnt"), F.sum("v"))
-
-
 def _outputs(h):
-    return h.batch_outputs(lambda r: (r["k"], r["cnt"], r["sum(v)"]))
+    return h.batch_outputs(lambda r: (r["k"], r["cnt"], r["total"]))
 
 
 def _check(h, runs):
@@ -60,79 +49,81 @@ def _check(h, runs):
 
 
 def test_task_fails_in_commit_after_the_delta_and_the_restart_recovers(h, spark, tmp_path):
-    runs = _runs()
+    runs = oracle.keyed_runs(5, 4, rows=8, keys=5, max_v=49)
     h.add(runs[0])
-    h.run(_build, "update")
+    h.run(oracle.running_aggregate_query, "update")
     h.add(runs[1])
     with faults.fail_commit_once(spark, tmp_path / "markers") as markers:
         with pytest.raises(StreamFailed, match="test fault injected at commit.after-delta"):
-            h.run(_build, "update")
+            h.run(oracle.running_aggregate_query, "update")
     assert faults.fired(markers, "commit.after-delta")
-    assert h.run(_build, "update").batch_ids == [1]  # the restart runs the failed batch again
+    assert h.run(oracle.running_aggregate_query, "update").batch_ids == [
+        1
+    ]  # the restart runs the failed batch again
     h.add(runs[2])
-    h.run(_build, "update")
+    h.run(oracle.running_aggregate_query, "update")
     _check(h, runs[:3])
 
 
 def test_first_attempt_of_a_batch_fails_after_the_state_committed(h):
-    runs = _runs()
+    runs = oracle.keyed_runs(5, 4, rows=8, keys=5, max_v=49)
     h.add(runs[0])
-    h.run(_build, "update")
+    h.run(oracle.running_aggregate_query, "update")
     faults.fail_batch_once(h, batch_id=1)
     h.add(runs[1])
     with pytest.raises(StreamFailed, match="injected failure of the first attempt of batch 1"):
-        h.run(_build, "update")
-    assert h.run(_build, "update").batch_ids == [1]
+        h.run(oracle.running_aggregate_query, "update")
+    assert h.run(oracle.running_aggregate_query, "update").batch_ids == [1]
     # both attempts of version 2 committed a delta in every partition; the commit log names the second
     for partition in (0, 1):
         deltas = [p.name for p in faults.state_files(h.checkpoint, "delta", partition=partition)]
         assert len([d for d in deltas if d.startswith("2_")]) == 2, deltas
     h.add(runs[2])
-    h.run(_build, "update")
+    h.run(oracle.running_aggregate_query, "update")
     _check(h, runs[:3])
 
 
 def test_rewind_runs_a_committed_batch_again(h):
-    runs = _runs()
+    runs = oracle.keyed_runs(5, 4, rows=8, keys=5, max_v=49)
     for rows in runs[:3]:
         h.add(rows)
-        h.run(_build, "update")
+        h.run(oracle.running_aggregate_query, "update")
     first = _outputs(h)[2]
     assert faults.rewind(h.checkpoint, 2) == [2]
-    assert h.run(_build, "update").batch_ids == [2]
+    assert h.run(oracle.running_aggregate_query, "update").batch_ids == [2]
     assert _outputs(h)[2] == first
     h.add(runs[3])
-    h.run(_build, "update")
+    h.run(oracle.running_aggregate_query, "update")
     _check(h, runs)
 
 
 @pytest.mark.parametrize("damage", ["corrupt", "truncate", "delete"])
 def test_a_damaged_delta_is_reported_by_name(h, no_snapshots, damage):
-    runs = _runs()
+    runs = oracle.keyed_runs(5, 4, rows=8, keys=5, max_v=49)
     for rows in runs[:2]:
         h.add(rows)
-        h.run(_build, "update")
+        h.run(oracle.running_aggregate_query, "update")
     target = faults.state_files(h.checkpoint, "delta", partition=0)[-1]
     getattr(faults, damage)(target)
     h.add(runs[2])
     with pytest.raises(StreamFailed) as err:
-        h.run(_build, "update")
+        h.run(oracle.running_aggregate_query, "update")
     assert target.name in str(err.value), str(err.value)[:3000]
 
 
 def test_a_corrupt_snapshot_index_is_reported_by_name_or_bypassed(h):
     """Every snapshot of partition 0 gets a damaged INDEX. A restore that needs one must fail naming the
     zip; one that can do without (replaying deltas) must still produce the oracle's output."""
-    runs = _runs()
+    runs = oracle.keyed_runs(5, 4, rows=8, keys=5, max_v=49)
     for rows in runs[:3]:
         h.add(rows)
-        h.run(_build, "update")
+        h.run(oracle.running_aggregate_query, "update")
     zips = _wait_for(lambda: faults.state_files(h.checkpoint, "zip", partition=0))
     for z in zips:
         faults.corrupt_snapshot_index(z)
     h.add(runs[3])
     try:
-        h.run(_build, "update")
+        h.run(oracle.running_aggregate_query, "update")
     except StreamFailed as err:
         names = "|".join(re.escape(z.name) for z in zips)
         assert re.search(names, str(err)), str(err)[:3000]
@@ -141,15 +132,15 @@ def test_a_corrupt_snapshot_index_is_reported_by_name_or_bypassed(h):
 
 
 def test_a_failed_snapshot_upload_is_retried_and_loses_nothing(h, spark, tmp_path):
-    runs = _runs(n=6)
+    runs = oracle.keyed_runs(5, 6, rows=8, keys=5, max_v=49)
     with faults.fail_snapshot_upload_once(spark, tmp_path / "markers") as markers:
         for rows in runs[:3]:
             h.add(rows)
-            h.run(_build, "update")
+            h.run(oracle.running_aggregate_query, "update")
         _wait_for(lambda: faults.fired(markers, "snapshot.after-blobs"))
     for rows in runs[3:]:
         h.add(rows)
-        h.run(_build, "update")
+        h.run(oracle.running_aggregate_query, "update")
     _wait_for(lambda: faults.state_files(h.checkpoint, "zip"))
     _check(h, runs)
 

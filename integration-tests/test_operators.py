@@ -7,24 +7,14 @@ loses, duplicates, resurrects or fails to evict state across a restart shows up 
 
 from __future__ import annotations
 
-import random
-
 import pandas as pd
 import pytest
 from pyspark.sql import functions as F
 
 from lineagestore.testing import oracle
 
-KV_SCHEMA = "k string, v long"
+KV_SCHEMA = oracle.KV_SCHEMA
 KTV_SCHEMA = "k string, t long, v long"
-
-
-def _kv_runs(seed: int, runs: int = 4, rows: int = 12, keys: int = 6) -> list[list[dict]]:
-    rnd = random.Random(seed)
-    return [
-        [{"k": f"k{rnd.randrange(keys)}", "v": rnd.randrange(1, 100)} for _ in range(rows)]
-        for _ in range(runs)
-    ]
 
 
 def _feed_and_run(h, runs, build, output_mode, source="in"):
@@ -37,7 +27,7 @@ def _feed_and_run(h, runs, build, output_mode, source="in"):
 
 # ----------------------------------------------------------------------------------------- aggregation
 def test_aggregation_update_mode(make_harness):
-    runs = _kv_runs(seed=7)
+    runs = oracle.keyed_runs(seed=7)
     expected, totals = oracle.running_aggregate(runs)
     h = make_harness()
 

@@ -19,13 +19,11 @@ from pathlib import Path, PurePosixPath
 
 import botocore.exceptions
 import pytest
-from pyspark.sql import functions as F
 
 from lineagestore.testing import oracle
 from lineagestore.testing import s3 as s3mod
 from lineagestore.testing.harness import S3StreamHarness, list_keys
 
-KV_SCHEMA = "k string, v long"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 LOCAL_DIR_KEY = "spark.sql.streaming.stateStore.lineagestore.localDir"
 
@@ -119,25 +117,11 @@ def test_s3a_settings_are_hadoop_aws_keys(spark, s3_server):
 
 
 # ------------------------------------------------------------------------------------ Spark on s3a://
-def _runs(seed: int = 11, runs: int = 5, rows: int = 16, keys: int = 6) -> list[list[dict]]:
-    import random
-
-    rnd = random.Random(seed)
-    return [
-        [{"k": f"k{rnd.randrange(keys)}", "v": rnd.randrange(1, 100)} for _ in range(rows)]
-        for _ in range(runs)
-    ]
-
-
-def _build(h):
-    return (
-        h.source("in", KV_SCHEMA).groupBy("k").agg(F.count(F.lit(1)).alias("cnt"), F.sum("v").alias("total"))
-    )
 
 
 def _run(h, rows):
     h.write("in", rows)
-    return h.run(_build, "update")
+    return h.run(oracle.running_aggregate_query, "update")
 
 
 def _store_dirs(keys: list[str]) -> dict[str, list[str]]:
@@ -194,7 +178,7 @@ def _check_lineagestore_layout(h, partitions: int) -> None:
 
 def test_aggregation_on_s3a_checkpoint(spark, provider, s3_server, s3_bucket, tmp_path):
     runs_before_restart = 4
-    runs = _runs(runs=runs_before_restart + 1)
+    runs = oracle.keyed_runs(11, runs_before_restart + 1, rows=16)
     expected, totals = oracle.running_aggregate(runs)
     h = S3StreamHarness(spark, tmp_path / "q", provider, s3_server, s3_bucket, "checkpoint")
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))

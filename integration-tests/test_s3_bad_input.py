@@ -13,31 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import io
-import random
 import re
 import uuid
 
 import pytest
-from pyspark.sql import functions as F
 
 from lineagestore.testing import oracle
 from lineagestore.testing.harness import S3StreamHarness, StreamFailed
 from lineagestore.testing.s3_proxy import FAULT_TEST_HOLD_S, FaultyS3Proxy, s3a_conf_via_proxy
-
-KV_SCHEMA = "k string, v long"
-
-
-def _runs(seed: int, runs: int) -> list[list[dict]]:
-    rnd = random.Random(seed)
-    return [
-        [{"k": f"k{rnd.randrange(6)}", "v": rnd.randrange(1, 100)} for _ in range(12)] for _ in range(runs)
-    ]
-
-
-def _build(h):
-    return (
-        h.source("in", KV_SCHEMA).groupBy("k").agg(F.count(F.lit(1)).alias("cnt"), F.sum("v").alias("total"))
-    )
 
 
 def _outputs(h):
@@ -82,14 +65,14 @@ def _start(spark, provider, s3_server, bucket, tmp_path, runs):
     h = S3StreamHarness(spark, tmp_path / "q", provider, s3_server, bucket.name, "checkpoint")
     for rows in runs:
         h.write("in", rows)
-        h.run(_build, "update")
+        h.run(oracle.running_aggregate_query, "update")
     return h
 
 
 def _fails(h) -> str:
     """The run fails: at ``start()`` (Spark resolves the checkpoint location first) or in a batch."""
     with pytest.raises(Exception) as failed:  # noqa: B017 - Py4JJavaError at start, StreamFailed in a batch
-        h.run(_build, "update")
+        h.run(oracle.running_aggregate_query, "update")
     assert isinstance(failed.value, StreamFailed) or "Py4JJavaError" in type(failed.value).__name__, repr(
         failed.value
     )
@@ -98,7 +81,7 @@ def _fails(h) -> str:
 
 def _continues(h, runs, expected_batch: int):
     """After the failure: the pending batch runs with the right settings, and everything matches the oracle."""
-    assert h.run(_build, "update").batch_ids == [expected_batch]
+    assert h.run(oracle.running_aggregate_query, "update").batch_ids == [expected_batch]
     expected, totals = oracle.running_aggregate(runs)
     assert _outputs(h) == expected
     assert h.runs[-1].state_rows_total() == len(totals)
@@ -108,7 +91,7 @@ def _continues(h, runs, expected_batch: int):
 def test_wrong_credentials_fail_clearly_and_the_restart_continues(
     spark, provider, s3_server, bucket, tmp_path
 ):
-    runs = _runs(31, 3)
+    runs = oracle.keyed_runs(31, 3)
     h = _start(spark, provider, s3_server, bucket, tmp_path, runs[:2])
     key = f"fs.s3a.bucket.{bucket.name}.secret.key"
     h.write("in", runs[2])
@@ -123,7 +106,7 @@ def test_wrong_credentials_fail_clearly_and_the_restart_continues(
 def test_unreachable_endpoint_fails_clearly_and_the_restart_continues(
     spark, provider, s3_server, bucket, tmp_path
 ):
-    runs = _runs(32, 3)
+    runs = oracle.keyed_runs(32, 3)
     h = _start(spark, provider, s3_server, bucket, tmp_path, runs[:2])
     h.write("in", runs[2])
     bucket.proxy.stop()  # nothing listens on the endpoint's port any more
@@ -144,7 +127,7 @@ def test_missing_bucket_fails_clearly(spark, provider, s3_server, tmp_path):
         conf.set(key, value)
     try:
         h = S3StreamHarness(spark, tmp_path / "q", provider, s3_server, name, "checkpoint")
-        h.write("in", _runs(33, 1)[0])
+        h.write("in", oracle.keyed_runs(33, 1)[0])
         message = _fails(h)
     finally:
         for key in settings:
@@ -159,7 +142,7 @@ def test_state_store_names_location_endpoint_and_remedy(spark, provider, s3_serv
     """Only the state store's requests fail (the endpoint goes away, or stops answering, mid-batch)."""
     if provider != "lineagestore":
         pytest.skip("the message under test is lineagestore's")
-    runs = _runs(34, 3)
+    runs = oracle.keyed_runs(34, 3)
     h = _start(spark, provider, s3_server, bucket, tmp_path, runs[:2])
     h.write("in", runs[2])
     if fault == "server_error":

@@ -8,28 +8,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from pyspark.sql import functions as F
 
 from lineagestore import cli
 from lineagestore.testing import oracle
 from lineagestore.testing.harness import S3StreamHarness
-
-KV_SCHEMA = "k string, v long"
-
-
-def _runs(runs: int, seed: int = 5) -> list[list[dict]]:
-    import random
-
-    rnd = random.Random(seed)
-    return [
-        [{"k": f"k{rnd.randrange(7)}", "v": rnd.randrange(1, 50)} for _ in range(12)] for _ in range(runs)
-    ]
-
-
-def _build(h):
-    return (
-        h.source("in", KV_SCHEMA).groupBy("k").agg(F.count(F.lit(1)).alias("cnt"), F.sum("v").alias("total"))
-    )
 
 
 def _etags(h, prefix: str) -> dict[str, str]:
@@ -50,12 +32,12 @@ def _etags(h, prefix: str) -> dict[str, str]:
 def test_clone_on_s3_copies_server_side_and_the_clone_restarts(
     spark, provider, s3_server, s3_bucket, tmp_path, capsys
 ):
-    runs = _runs(4)
+    runs = oracle.keyed_runs(5, 4, keys=7, max_v=49)
     expected, _ = oracle.running_aggregate(runs)
     h = S3StreamHarness(spark, tmp_path / "q", provider, s3_server, s3_bucket, "source")
     for rows in runs[:3]:
         h.write("in", rows)
-        h.run(_build, "update")
+        h.run(oracle.running_aggregate_query, "update")
     # close the source's stores (as an executor restart would), so its maintenance adds no snapshot later
     getattr(
         getattr(spark._jvm.org.apache.spark.sql.execution.streaming.state, "StateStore$"), "MODULE$"
@@ -82,7 +64,7 @@ def test_clone_on_s3_copies_server_side_and_the_clone_restarts(
     h.checkpoint = f"s3a://{s3_bucket}/clone"
     h.prefix = "clone"
     h.write("in", runs[3])
-    result = h.run(_build, "update")
+    result = h.run(oracle.running_aggregate_query, "update")
     assert result.batch_ids == [3]
     assert h.batch_outputs(lambda r: (r["k"], r["cnt"], r["total"])) == expected
     after = _etags(h, "source")

@@ -16,16 +16,13 @@ from __future__ import annotations
 
 import json
 import os
-import random
 
 import pytest
-from pyspark.sql import functions as F
 
 from lineagestore.testing import oracle
 from lineagestore.testing.harness import S3StreamHarness, StreamFailed
 from lineagestore.testing.s3_proxy import FAULT_TEST_HOLD_S
 
-KV_SCHEMA = "k string, v long"
 FAULT_RATE = float(os.environ.get("LINEAGESTORE_FAULT_RATE", "0.05"))
 LOCAL_DIR_KEY = "spark.sql.streaming.stateStore.lineagestore.localDir"
 
@@ -34,20 +31,6 @@ LOCAL_DIR_KEY = "spark.sql.streaming.stateStore.lineagestore.localDir"
 def proxied(s3_faults):
     """(bucket, proxy, settings) from the plugin's ``s3_faults``."""
     return s3_faults.bucket, s3_faults.proxy, s3_faults.hadoop_conf
-
-
-def _runs(seed: int, runs: int, rows: int = 20, keys: int = 8) -> list[list[dict]]:
-    rnd = random.Random(seed)
-    return [
-        [{"k": f"k{rnd.randrange(keys)}", "v": rnd.randrange(1, 100)} for _ in range(rows)]
-        for _ in range(runs)
-    ]
-
-
-def _build(h):
-    return (
-        h.source("in", KV_SCHEMA).groupBy("k").agg(F.count(F.lit(1)).alias("cnt"), F.sum("v").alias("total"))
-    )
 
 
 def _outputs(h):
@@ -59,7 +42,7 @@ def _run_until_done(h, proxy, faults: dict, failures: list[str]):
     a batch), the restart runs with the faults off."""
     proxy.set_faults(**faults)
     try:
-        return h.run(_build, "update")
+        return h.run(oracle.running_aggregate_query, "update")
     except Exception as exc:  # StreamFailed in a batch; Py4JJavaError when Spark fails at start()
         if not (isinstance(exc, StreamFailed) or type(exc).__name__ == "Py4JJavaError"):
             raise
@@ -71,7 +54,7 @@ def _run_until_done(h, proxy, faults: dict, failures: list[str]):
         failures.append(f"{type(exc).__name__}: {(lines or ['?'])[0][:300]}")
     finally:
         proxy.clear()
-    return h.run(_build, "update")
+    return h.run(oracle.running_aggregate_query, "update")
 
 
 def _verify(spark, checkpoint: str, settings: dict) -> dict:
@@ -92,7 +75,7 @@ def _verify(spark, checkpoint: str, settings: dict) -> dict:
 
 def test_query_under_a_fault_rate_matches_the_oracle(spark, provider, s3_server, proxied, tmp_path):
     bucket, proxy, settings = proxied
-    runs = _runs(seed=21, runs=5)
+    runs = oracle.keyed_runs(21, 5, rows=20, keys=8)
     expected, totals = oracle.running_aggregate(runs)
     h = S3StreamHarness(spark, tmp_path / "q", provider, s3_server, bucket, "checkpoint")
     faults = dict(
@@ -123,27 +106,27 @@ def test_writes_failing_past_the_retries_fail_the_batch_cleanly(
 ):
     """``all``: Spark's own offset log write fails first; ``state``: only the state store's writes fail."""
     bucket, proxy, settings = proxied
-    runs = _runs(seed=22, runs=4)
+    runs = oracle.keyed_runs(22, 4, rows=20, keys=8)
     expected, totals = oracle.running_aggregate(runs)
     h = S3StreamHarness(spark, tmp_path / "q", provider, s3_server, bucket, "checkpoint")
     for rows in runs[:2]:
         h.write("in", rows)
-        h.run(_build, "update")
+        h.run(oracle.running_aggregate_query, "update")
     h.write("in", runs[2])
     proxy.set_faults(
         error_5xx=1.0, methods={"PUT", "POST"}, path_pattern="/state/" if target == "state" else None
     )
     with pytest.raises(StreamFailed) as failed:
-        h.run(_build, "update")
+        h.run(oracle.running_aggregate_query, "update")
     proxy.clear()
     message = str(failed.value)
     print(message[:6000])
     assert "InternalError" in message or "500" in message, message[:3000]
     assert proxy.counts["faults"]["error_5xx"] > 1, "s3a did not retry"
     # restart with the faults off: batch 2 runs again, then batch 3
-    assert h.run(_build, "update").batch_ids == [2]
+    assert h.run(oracle.running_aggregate_query, "update").batch_ids == [2]
     h.write("in", runs[3])
-    assert h.run(_build, "update").batch_ids == [3]
+    assert h.run(oracle.running_aggregate_query, "update").batch_ids == [3]
     assert _outputs(h) == expected
     assert h.runs[-1].state_rows_total() == len(totals)
     if provider == "lineagestore":
@@ -154,13 +137,13 @@ def test_restore_from_s3_through_faulty_reads(spark, provider, s3_server, proxie
     if provider != "lineagestore":
         pytest.skip("the built-in provider has no local-directory setting to start cold")
     bucket, proxy, settings = proxied
-    runs = _runs(seed=23, runs=5)
+    runs = oracle.keyed_runs(23, 5, rows=20, keys=8)
     expected, totals = oracle.running_aggregate(runs)
     h = S3StreamHarness(spark, tmp_path / "q", provider, s3_server, bucket, "checkpoint")
     try:
         for rows in runs[:4]:
             h.write("in", rows)
-            h.run(_build, "update")
+            h.run(oracle.running_aggregate_query, "update")
         fresh = tmp_path / "fresh-local-dir"
         fresh.mkdir()
         spark.conf.set(LOCAL_DIR_KEY, str(fresh))

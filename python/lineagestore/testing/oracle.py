@@ -95,6 +95,32 @@ def assert_batches(actual: Mapping[int, Sequence], expected: Mapping[int, Sequen
 
 
 # --------------------------------------------------------------------------- aggregation
+KV_SCHEMA = "k string, v long"
+
+
+def keyed_runs(seed: int, runs: int = 4, rows: int = 12, keys: int = 6, max_v: int = 99) -> list[list[Row]]:
+    """``runs`` batches of ``rows`` random ``{"k": "k<i>", "v": 1..max_v}`` rows over ``keys`` keys."""
+    import random
+
+    rnd = random.Random(seed)
+    return [
+        [{"k": f"k{rnd.randrange(keys)}", "v": rnd.randrange(1, max_v + 1)} for _ in range(rows)]
+        for _ in range(runs)
+    ]
+
+
+def running_aggregate_query(h: Any, source: str = "in") -> Any:
+    """The streaming query :func:`running_aggregate` models, on harness ``h``'s source: count as ``cnt``,
+    sum of ``v`` as ``total``; read its output with ``lambda r: (r["k"], r["cnt"], r["total"])``."""
+    from pyspark.sql import functions as F
+
+    return (
+        h.source(source, KV_SCHEMA)
+        .groupBy("k")
+        .agg(F.count(F.lit(1)).alias("cnt"), F.sum("v").alias("total"))
+    )
+
+
 def running_aggregate(runs: Sequence[Sequence[Row]]) -> tuple[dict[int, list[tuple]], dict[str, tuple]]:
     """groupBy(k).agg(count, sum(v)) in update mode, no watermark: one batch per run."""
     totals: dict[str, list[int]] = {}
