@@ -63,6 +63,18 @@ class LocalResumeSuite extends AnyFunSuite with BeforeAndAfterEach {
     id
   }.last
 
+  /** Four commits on a store in `local`, a snapshot of the last one uploaded, then a clean close. */
+  private def closedWithSnapshot(local: File): (CheckpointId, Map[String, String]) = {
+    val first = store(local)
+    first.load(CheckpointId.Empty)
+    val head = fill(first, 1 to 4)
+    first.freezeNow()
+    first.uploadSnapshots()
+    val expected = contents(first)
+    first.close()
+    (head, expected)
+  }
+
   private def sstFiles(local: File): Seq[File] =
     Option(new File(local, "db").listFiles())
       .getOrElse(Array.empty[File])
@@ -111,13 +123,7 @@ class LocalResumeSuite extends AnyFunSuite with BeforeAndAfterEach {
     "a directory without a clean-close record (a crash) restores from the store, keeping SSTs whose content matches"
   ) {
     val local = new File(tmp, "local")
-    val first = store(local)
-    first.load(CheckpointId.Empty)
-    val head = fill(first, 1 to 4)
-    first.freezeNow()
-    first.uploadSnapshots()
-    val expected = contents(first)
-    first.close()
+    val (head, expected) = closedWithSnapshot(local)
     Files.delete(new File(local, CleanCloseRecord.FileName).toPath) // as if the process had died instead
     val ssts = sstFiles(local).map(f => f.getName -> Files.readAllBytes(f.toPath)).toMap
 
@@ -138,13 +144,7 @@ class LocalResumeSuite extends AnyFunSuite with BeforeAndAfterEach {
     "a record whose SSTs do not match the directory is ignored, and a damaged SST is replaced, not trusted"
   ) {
     val local = new File(tmp, "local")
-    val first = store(local)
-    first.load(CheckpointId.Empty)
-    val head = fill(first, 1 to 4)
-    first.freezeNow()
-    first.uploadSnapshots()
-    val expected = contents(first)
-    first.close()
+    val (head, expected) = closedWithSnapshot(local)
     // same name and size, other content: only a content check can tell
     val victim = sstFiles(local).maxBy(_.length())
     val damaged = Files.readAllBytes(victim.toPath)
