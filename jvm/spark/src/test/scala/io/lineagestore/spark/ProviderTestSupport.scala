@@ -154,6 +154,14 @@ trait ProviderTestSupport extends AnyFunSuite with BeforeAndAfterEach {
     p
   }
 
+  /** A provider with column families enabled. */
+  def newCfProvider(conf: StateStoreConf = null): LineageStateStoreProvider =
+    newProvider(useColumnFamilies = true, conf = conf)
+
+  /** Creates family `name` (if absent) with the test key and value schemas. */
+  def createCf(s: StateStore, name: String, multi: Boolean = false): Unit =
+    s.createColFamilyIfAbsent(name, keySchema, valueSchema, noPrefix, multi, false)
+
   /** Spark's executor loss: the provider goes away (closed like Spark's unload does). */
   def closeProvider(p: StateStoreProvider): Unit = {
     p.close()
