@@ -145,6 +145,13 @@ final class LocalRocksDb(
     finally flush.close()
   }
 
+  /** Starts writing the memtables to SST files on RocksDB's background threads and returns at once. */
+  def flushInBackground(): Unit = {
+    val flush = new FlushOptions().setWaitForFlush(false)
+    try db.flush(flush)
+    finally flush.close()
+  }
+
   /** Live SST files and their sizes. */
   def liveSstSizes: Map[String, Long] =
     db.getLiveFilesMetaData.asScala.map(m => m.fileName().stripPrefix("/") -> m.size()).toMap

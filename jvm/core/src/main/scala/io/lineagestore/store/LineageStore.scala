@@ -239,7 +239,11 @@ final class LineageStore(
     crash.at(CrashPoints.CommitAfterLocalApply)
     loaded = Some(id)
     ancestors = lineage
-    if (id.version - presumedSnapshotVersion >= settings.minDeltasForSnapshot) freeze(id)
+    val sinceSnapshot = id.version - presumedSnapshotVersion
+    if (sinceSnapshot >= settings.minDeltasForSnapshot) freeze(id)
+    // the next commit freezes: flush now, off the commit path, so that freeze waits for one batch's memtable
+    else if (settings.flushAheadOfFreeze && sinceSnapshot + 1 >= settings.minDeltasForSnapshot)
+      db.flushInBackground()
     counters.lastCommitMs.set(clock() - start)
     knownFiles.synchronized(knownFiles += CheckpointFile(id, CheckpointId.Delta))
     require(records >= 0)

@@ -12,7 +12,8 @@ final case class StoreSettings(
     orphanGracePeriodMs: Long = 6L * 60 * 60 * 1000,
     orphanSweepEveryCleanups: Int = 100,
     tuning: RocksDbTuning = RocksDbTuning(),
-    deltaCodec: DeltaCodec = DeltaCodec.Default
+    deltaCodec: DeltaCodec = DeltaCodec.Default,
+    flushAheadOfFreeze: Boolean = true // a measuring switch for CommitMicroBench, not a configuration
 )
 
 /** Named steps of commit, snapshot upload and clean-up. A test passes a hook that stops the process (or
