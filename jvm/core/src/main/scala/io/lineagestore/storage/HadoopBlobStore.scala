@@ -4,6 +4,7 @@ import java.io.{
   EOFException,
   FileNotFoundException,
   FilterInputStream,
+  FilterOutputStream,
   IOException,
   InputStream,
   OutputStream
@@ -20,14 +21,16 @@ import org.apache.hadoop.fs.{Abortable, FileSystem, Path, StreamCapabilities}
   * written in place. On filesystems with visible partial files (file, hdfs, abfs) a blob is written under a
   * temporary name `.<name>.<uuid>.tmp` and renamed, which those filesystems do atomically.
   *
-  * Requests: an existence check is one HEAD on s3a (no LIST probe); s3a's create still probes the key before
-  * a write (create-performance mode would skip it, but changed where a failed PUT surfaces; not yet). Only
-  * [[list]] lists, and only the orphan sweep and the tools call it.
+  * Requests: nothing but [[list]] lists, and only the orphan sweep and the tools call it. On s3a an existence
+  * check is one HEAD, and a write is only its PUT (or multipart upload): names are never reused, so the
+  * create probe that guards against overwriting (a HEAD and a LIST per write) is skipped
+  * (`fs.s3a.create.performance`).
   *
   * Failures of the filesystem itself (credentials refused, bucket missing, endpoint unreachable, errors that
   * outlasted the client's retries) surface as [[BlobStoreAccessException]], naming the operation, the full
-  * location, the endpoint and what to do. Exceptions thrown by a writer's `body`, missing blobs and checksum
-  * or end-of-file errors while reading keep their own types.
+  * location, the endpoint and what to do, also when they come out of the output stream a writer's `body`
+  * writes to (s3a uploads blocks while the body writes). Exceptions of the body's own, missing blobs and
+  * checksum or end-of-file errors while reading keep their own types.
   */
 class HadoopBlobStore(val root: Path, hadoopConf: Configuration) extends BlobStore {
   private val fs: FileSystem =
@@ -63,8 +66,10 @@ class HadoopBlobStore(val root: Path, hadoopConf: Configuration) extends BlobSto
     val dest =
       if (writesInPlace) target
       else new Path(target.getParent, s".${target.getName}.${UUID.randomUUID()}.tmp")
-    val out = fs.create(dest, false)
-    try body(out)
+    val out =
+      if (writesInPlace) fs.createFile(dest).overwrite(false).opt("fs.s3a.create.performance", true).build()
+      else fs.create(dest, false)
+    try body(new StoreOutputStream(out, name))
     catch {
       case t: Throwable =>
         // In place (s3a), close() would publish the partial object under its final name: abort instead.
@@ -84,6 +89,19 @@ class HadoopBlobStore(val root: Path, hadoopConf: Configuration) extends BlobSto
       if (!fs.exists(target)) throw new java.io.IOException(s"could not rename $dest to $target")
       // an identical blob already exists (a retried write of an immutable name): keep the existing one
     }
+  }
+
+  /** The stream a writer's body sees: the filesystem's own I/O failures become [[BlobStoreAccessException]],
+    * so they are not mistaken for the body's. Closing is left to [[writeUnwrapped]].
+    */
+  private final class StoreOutputStream(out: OutputStream, name: String) extends FilterOutputStream(out) {
+    private def wrap(body: => Unit): Unit =
+      try body
+      catch { case e: IOException => throw access("write", locate(name), e) }
+    override def write(b: Int): Unit = wrap(out.write(b))
+    override def write(b: Array[Byte], off: Int, len: Int): Unit = wrap(out.write(b, off, len))
+    override def flush(): Unit = wrap(out.flush())
+    override def close(): Unit = ()
   }
 
   override def open(name: String): InputStream = {
