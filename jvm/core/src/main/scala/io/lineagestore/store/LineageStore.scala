@@ -351,16 +351,21 @@ final class LineageStore(
   }
 
   private def cleanupWith(head: CheckpointId, mayDeleteBlobs: Boolean): Seq[String] = {
-    val sweep = cleanupsSinceSweep >= settings.orphanSweepEveryCleanups
+    // the sweep waits for a run that may delete blobs: it is the one listing, not to be spent on nothing
+    val sweep = mayDeleteBlobs && cleanupsSinceSweep >= settings.orphanSweepEveryCleanups
     if (sweep) {
       val listed = files.listCheckpointFiles()
       knownFiles.synchronized { knownFiles.clear(); knownFiles ++= listed }
       cleanupsSinceSweep = 0
-    } else cleanupsSinceSweep += 1
+    } else if (mayDeleteBlobs) cleanupsSinceSweep += 1
     val existing = knownFiles.synchronized(knownFiles.toSeq)
     val chain = extendCommittedLineage(head, existing)
     val plan = RetentionPlanner.plan(head, chain, existing, settings.minVersionsToRetain)
-    val (droppedSnapshots, droppedDeltas) = plan.delete.partition(_.kind == CheckpointId.Snapshot)
+    val (expiredSnapshots, droppedDeltas) = plan.delete.partition(_.kind == CheckpointId.Snapshot)
+    // While an upload is in flight no blob may go, so expired snapshots stay too (until a later clean-up):
+    // deleting their zips now would lose the indexes that say which blobs they leave unreferenced, and
+    // finding those again would take a listing (the orphan sweep).
+    val droppedSnapshots = if (mayDeleteBlobs) expiredSnapshots else Nil
     val dropped = droppedSnapshots.flatMap(f => readIndex(f.id))
     val retainedRead = plan.retainedSnapshots.map(id => id -> readIndex(id))
     val retained = retainedRead.flatMap(_._2)
@@ -382,8 +387,9 @@ final class LineageStore(
     droppedDeltas.foreach(delFile)
     crash.at(CrashPoints.CleanupAfterDeltas)
     if (sweep && blobsKnown) sweepOrphanBlobs(retained).foreach(delBlob)
-    if (!blobsKnown) cleanupsSinceSweep = Int.MaxValue // sweep again next time: it finds what was skipped
-    knownFiles.synchronized(knownFiles --= plan.delete)
+    // a retained index could not be read: sweep next time, which finds the blobs skipped now
+    if (mayDeleteBlobs && !blobsKnown) cleanupsSinceSweep = Int.MaxValue
+    knownFiles.synchronized { knownFiles --= droppedSnapshots; knownFiles --= droppedDeltas }
     indexCache.synchronized(droppedSnapshots.foreach(f => indexCache.remove(f.id)))
     counters.filesDeleted.addAndGet(deleted.size)
     deleted.toSeq

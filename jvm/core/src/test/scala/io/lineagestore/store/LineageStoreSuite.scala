@@ -235,6 +235,57 @@ class LineageStoreSuite extends AnyFunSuite with BeforeAndAfterEach {
     assert(contents(fresh).size == 200)
   }
 
+  test(
+    "a clean-up that meets an upload in flight keeps expired snapshots and lists nothing; the next deletes them"
+  ) {
+    val lists = new java.util.concurrent.atomic.AtomicInteger
+    val counted = new CheckpointFiles(
+      new HadoopBlobStore(new Path(remote.toURI), new Configuration()) {
+        override def list(dir: String) = { lists.incrementAndGet(); super.list(dir) }
+      },
+      StoreIdentity(0, 0, "default"),
+      pool
+    )
+    var store: LineageStore = null
+    @volatile var armed = false
+    var deletedMidUpload = Seq.empty[String]
+    val midUpload: CrashPoints = (step: CrashPoints.Step) =>
+      if (step == CrashPoints.SnapshotAfterBlobs && armed) {
+        armed = false
+        val t = new Thread(() => deletedMidUpload = store.cleanup() :+ "ran")
+        t.start()
+        t.join()
+      }
+    val settings =
+      StoreSettings(minDeltasForSnapshot = 1000, minVersionsToRetain = 2, orphanGracePeriodMs = 0)
+    store =
+      new LineageStore(counted, Files.createTempDirectory(tmp.toPath, "local").toFile, settings, midUpload)
+    open += store
+    store.load(CheckpointId.Empty)
+    def batch(i: Int, snapshot: Boolean): CheckpointId = {
+      val id = commitBatch(store, (1 to 50).map(j => s"k$i-$j" -> "v").toMap)
+      if (snapshot) { store.freezeNow(); store.uploadSnapshots() }
+      store.load(id) // as the next batch does: Spark committed it
+      id
+    }
+    val ids = (1 to 4).map(batch(_, snapshot = true))
+    store.cleanup() // the first clean-up lists the store once (the orphan sweep)
+    val listsAfterFirst = lists.get
+    assert(listsAfterFirst > 0)
+    batch(5, snapshot = false)
+    armed = true
+    val head = batch(6, snapshot = true) // clean-up runs between this upload's blobs and its zip
+    assert(deletedMidUpload.lastOption.contains("ran"))
+    assert(!deletedMidUpload.exists(n => n.endsWith(".zip") || n.startsWith("shared/")), deletedMidUpload)
+    assert(remoteNames.contains(ids(2).snapshotFileName), "the expired snapshot stays while uploads run")
+    val deleted = store.cleanup()
+    assert(deleted.contains(ids(2).snapshotFileName), deleted)
+    assert(lists.get == listsAfterFirst, "neither clean-up listed the store")
+    val fresh = newStore()
+    fresh.load(head)
+    assert(contents(fresh).size == 300)
+  }
+
   test("clean-up deletes no shared blob while a retained snapshot's index cannot be read") {
     // Snapshots at versions 2 and 10 only; between them enough flushes for RocksDB to compact the SST files
     // of snapshot 2 away, so snapshot 10 no longer references all of them.
