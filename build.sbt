@@ -154,6 +154,13 @@ lazy val spark = (project in file("jvm/spark"))
       "Lineagestore-Version" -> version.value,
       "Lineagestore-Spark-Version" -> sparkVersion
     ),
+    // `spark/publish` writes a Maven repository (POM, jar, sources, scaladoc, checksums) into the directory
+    // named by -Dlineagestore.publishTo=<dir> (e.g. SBT_OPTS=-Dlineagestore.publishTo=/tmp/repo dev/sbt
+    // spark/publish), for `spark-submit --packages ... --repositories file://<dir>`; never ~/.m2. No remote
+    // repository is configured. integration-tests/test_spark_submit_packages.py publishes into a temp one.
+    publishTo := sys.props.get("lineagestore.publishTo").map(d => MavenCache("lineagestore-dir", file(d))),
+    // -Dlineagestore.publishDocs=false leaves the scaladoc jar out (it takes most of the publish's time)
+    Compile / packageDoc / publishArtifact := !sys.props.get("lineagestore.publishDocs").contains("false"),
     // ...so the POM must not list the unpublished core module.
     pomPostProcess := { (node: XmlNode) =>
       new RuleTransformer(new RewriteRule {

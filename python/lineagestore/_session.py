@@ -13,8 +13,10 @@ from lineagestore._options_support import merge, names
 
 PROVIDER_CLASS = "io.lineagestore.spark.LineageStateStoreProvider"
 MAVEN_ARTIFACT = "io.lineagestore:lineagestore-spark_2.13"
-# A lineagestore jar in spark.jars (a path or URL) or the artifact in spark.jars.packages.
-_LINEAGE_JAR = re.compile(r"(^|[/\\:])lineagestore-spark_2\.13[-:][^,]*")
+# A lineagestore jar in spark.jars (a path or URL) or the artifact in spark.jars.packages. Under spark-submit
+# --packages (client mode) the JVM's spark.jars has the jar Ivy retrieved instead, named
+# <organization>_<artifact>-<version>.jar: .../jars/io.lineagestore_lineagestore-spark_2.13-<version>.jar.
+_LINEAGE_JAR = re.compile(r"(^|[/\\:]|io\.lineagestore_)lineagestore-spark_2\.13[-:][^,]*")
 
 
 class SparkVersionMismatch(RuntimeError):

@@ -10,6 +10,7 @@ import textwrap
 from typing import Any
 
 from lineagestore import __version__
+from lineagestore.checkpoint_jvm import AWS_SDK_BUNDLE_VERSION, HADOOP_AWS_VERSION
 from lineagestore.cli_render import render_clone, render_gc, render_inspect, render_verify
 
 EXIT_OK = 0
@@ -31,20 +32,25 @@ exit codes:
   {EXIT_BAD_CHECKPOINT}  the checkpoint cannot be used as asked: it does not exist, is not a Spark checkpoint, was not
      written with lineagestore (checkpoint format version 2), has an unreadable Spark file, or the clone
      destination is not empty
-  {EXIT_ENVIRONMENT}  the tools cannot run here: no Java, the bundled jar is missing, matplotlib is missing for --plot
+  {EXIT_ENVIRONMENT}  the tools cannot run here: no Java, the bundled jar is missing, an s3a:// checkpoint without
+     hadoop-aws and the AWS SDK bundle (the message names the missing classes and the option to add), a
+     --packages coordinate Ivy cannot resolve, a LINEAGESTORE_JARS entry that does not exist, matplotlib
+     is missing for --plot
 """
 
-DESCRIPTION = """\
+DESCRIPTION = f"""\
 Tools for the checkpoints of Spark Structured Streaming queries that keep their state in lineagestore.
 
 A checkpoint is the directory a query was given as checkpointLocation (a local path, or a URI such as
 s3a://bucket/path). Every command reads Spark's commit log (commits/<batch>: which unique ID each state store
 partition committed) and lineagestore's files under state/ (<version>_<uniqueId>.delta and .zip, shared/*.sst).
 The format is read by the lineagestore jar through a JVM the command starts (a few seconds); no SparkContext
-is created.
+is created. That JVM has Spark's jars and lineagestore's; a filesystem outside Spark needs its jars added
+with --jars or --packages, e.g. for s3a:// hadoop-aws and the AWS SDK v2 bundle:
+--packages org.apache.hadoop:hadoop-aws:{HADOOP_AWS_VERSION} (fetched from Maven Central by Spark's Ivy the first time).
 """
 
-EXAMPLES = """\
+EXAMPLES = f"""\
 examples:
   lineagestore inspect /data/checkpoints/clicks
   lineagestore inspect /data/checkpoints/clicks --json | jq '.totals'
@@ -54,9 +60,18 @@ examples:
   lineagestore gc /data/checkpoints/clicks --retain 100   # dry run: what would be deleted, and why
   lineagestore gc /data/checkpoints/clicks --retain 100 --apply
   lineagestore clone /data/checkpoints/clicks /data/checkpoints/clicks-experiment
-  lineagestore --hadoop-conf fs.s3a.endpoint=http://127.0.0.1:9000 inspect s3a://bucket/checkpoints/clicks
+  lineagestore --packages org.apache.hadoop:hadoop-aws:{HADOOP_AWS_VERSION} inspect s3a://bucket/checkpoints/clicks
+  lineagestore --jars /opt/s3a/hadoop-aws-{HADOOP_AWS_VERSION}.jar,/opt/s3a/bundle-{AWS_SDK_BUNDLE_VERSION}.jar \\
+      --hadoop-conf fs.s3a.endpoint=http://127.0.0.1:9000 verify s3a://bucket/checkpoints/clicks
 
 Stop the query before gc --apply or clone. See docs/operations.md for each command's output.
+
+environment:
+  LINEAGESTORE_JARS          like --jars (both are used when both are given)
+  LINEAGESTORE_PACKAGES      like --packages
+  LINEAGESTORE_REPOSITORIES  like --repositories
+  PYSPARK_SUBMIT_ARGS        more spark-submit arguments for the JVM (end them with pyspark-shell), e.g.
+                             "--conf spark.jars.ivy=/tmp/ivy pyspark-shell"
 """
 
 
@@ -79,6 +94,29 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         help="a Hadoop setting for reaching the checkpoint (repeatable), e.g. fs.s3a.endpoint=http://host:9000",
+    )
+    parser.add_argument(
+        "--jars",
+        metavar="PATH[,PATH]",
+        action="append",
+        default=[],
+        help="jars to add to the JVM the command starts (repeatable; a jar, a directory of jars or a glob), "
+        f"e.g. hadoop-aws-{HADOOP_AWS_VERSION}.jar and bundle-{AWS_SDK_BUNDLE_VERSION}.jar for s3a://",
+    )
+    parser.add_argument(
+        "--packages",
+        metavar="G:A:V[,G:A:V]",
+        action="append",
+        default=[],
+        help="Maven coordinates to add to that JVM with their dependencies, resolved by Spark's Ivy from Maven "
+        f"Central (kept in ~/.ivy2.5.2); for s3a://: org.apache.hadoop:hadoop-aws:{HADOOP_AWS_VERSION}",
+    )
+    parser.add_argument(
+        "--repositories",
+        metavar="URL[,URL]",
+        action="append",
+        default=[],
+        help="more Maven repositories for --packages (a mirror, a private or a file:// repository)",
     )
     parser.add_argument(
         "--no-progress",
@@ -263,20 +301,56 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--hadoop-conf wants KEY=VALUE, got '{item}'")
         hadoop_conf[key] = value
 
-    from lineagestore.checkpoint import CheckpointError, Progress
-    from lineagestore.checkpoint_jvm import ToolError, ToolsUnavailable, connect
+    from lineagestore.checkpoint import CheckpointError, Progress, to_uri
+    from lineagestore.checkpoint_jvm import (
+        ENV_JARS,
+        ENV_PACKAGES,
+        ENV_REPOSITORIES,
+        ToolError,
+        ToolsUnavailable,
+        check_packages,
+        connect,
+        expand_jars,
+        split_list,
+    )
     from lineagestore.checkpoint_plot import MissingDependency, require_matplotlib
+
+    prog = f"lineagestore {args.command}"
+    # the options are checked as a command line (exit 2), the environment variables as the environment (exit 4)
+    extras: dict[str, list[str]] = {}
+    for option, env, check in (
+        ("--jars", ENV_JARS, expand_jars),
+        ("--packages", ENV_PACKAGES, check_packages),
+    ):
+        try:
+            given = check(split_list(*getattr(args, option[2:])))
+        except ValueError as e:
+            parser.error(f"{option}: {e}")
+        try:
+            from_env = check(split_list(os.environ.get(env)))
+        except ValueError as e:
+            print(f"{prog}: error: {env}: {e}", file=sys.stderr)
+            return EXIT_ENVIRONMENT
+        extras[option] = list(dict.fromkeys(given + from_env))
+    repositories = split_list(*args.repositories, os.environ.get(ENV_REPOSITORIES))
+    jars, packages = extras["--jars"], extras["--packages"]
 
     show_progress = (
         not args.no_progress and sys.stderr.isatty() and os.environ.get("CI", "").lower() != "true"
     )
     progress = Progress(show_progress)
-    prog = f"lineagestore {args.command}"
     try:
         if getattr(args, "plot", None):
             require_matplotlib()  # fail before starting a JVM
-        progress.note("starting the JVM for the lineagestore tools ...")
-        with connect(hadoop_conf) as tools:
+        progress.note(
+            "starting the JVM for the lineagestore tools"
+            + (" (Ivy resolves --packages: the first time from Maven Central) ..." if packages else " ...")
+        )
+        # a running SparkSession's JVM is used as it is: only --jars/--packages given here are refused there
+        in_session = "refuse" if args.jars or args.packages else "ignore"
+        with connect(hadoop_conf, jars, packages, repositories, in_session) as tools:
+            for uri in _uris(args):
+                tools.require_filesystem(to_uri(uri))
             return args.func(args, tools, progress)
     except CheckpointError as e:
         progress.finish()
@@ -294,6 +368,10 @@ def main(argv: list[str] | None = None) -> int:
         progress.finish()
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
+
+
+def _uris(args: argparse.Namespace) -> list[str]:
+    return [u for u in (getattr(args, n, None) for n in ("checkpoint", "source", "destination")) if u]
 
 
 # ---- inspect ----------------------------------------------------------------------------------------------

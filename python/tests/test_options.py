@@ -134,8 +134,15 @@ def test_bundled_jar_is_skipped_when_the_session_already_gets_lineagestore(monke
     b2 = Builder()
     monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--jars /opt/lineagestore-spark_2.13-0.1.0.jar pyspark-shell")
     assert provided_jar(b2) == "/opt/lineagestore-spark_2.13-0.1.0.jar"
+    # what spark-submit --packages leaves in spark.jars: the jar Ivy retrieved, <organization>_<artifact>-<v>
+    retrieved = "file:/home/u/.ivy2.5.2/jars/io.lineagestore_lineagestore-spark_2.13-0.1.0.jar"
+    assert provided_jar(Builder().config("spark.jars", f"/x/other.jar,{retrieved}")) == retrieved
     monkeypatch.delenv("PYSPARK_SUBMIT_ARGS")
     assert provided_jar(Builder()) is None
+    assert (
+        provided_jar(Builder().config("spark.jars", "/x/org.example_not-lineagestore-spark_2.13-1.jar"))
+        is None
+    )
     assert lineagestore.configure(Builder())._options["spark.jars"] == lineagestore.jar_path()
     assert "spark.jars" not in lineagestore.configure(Builder(), use_bundled_jar=False)._options
 
