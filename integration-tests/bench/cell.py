@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 import time
 import traceback
@@ -34,6 +33,18 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 import workloads  # noqa: E402
+from measure import (  # noqa: E402
+    LocalCounters,
+    S3Counters,
+    by_kind,
+    diff,
+    footprint,
+    parse_log,
+    proc_status,
+    progress_record,
+    raw_get_throughput,
+    summarize_ops,
+)
 
 RDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
@@ -46,195 +57,8 @@ PROVIDERS: dict[str, tuple[str, int, dict[str, str]]] = {
     "rocksdb_v1": (RDB, 1, {"spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true"}),
     "hdfs": (HDFS, 1, {}),
 }
-OPS = ("PUT", "GET", "LIST", "DELETE", "RENAME", "HEAD", "MKDIR")
 LOCAL_DIR_KEY = "spark.sql.streaming.stateStore.lineagestore.localDir"
 BATCH_TIMEOUT_S = 600
-
-# s3a IOStatistics counter -> request type (on S3 a rename is a COPY plus a DELETE)
-S3A_COUNTERS = {
-    "object_put_request": "PUT",
-    "multipart_upload_part_put": "PUT",
-    "action_http_get_request": "GET",
-    "object_list_request": "LIST",
-    "object_continue_list_request": "LIST",
-    "object_delete_request": "DELETE",
-    "object_bulk_delete_request": "DELETE",
-    "object_copy_requests": "RENAME",
-    "action_http_head_request": "HEAD",
-}
-
-
-# ------------------------------------------------------------------------------------------ store I/O
-class LocalCounters:
-    """Requests counted by io.lineagestore.bench.CountingFileSystem (the lsbench:// scheme)."""
-
-    areas = ("state", "meta")
-
-    def __init__(self, spark):
-        self._cls = spark._jvm.io.lineagestore.bench.CountingFileSystem
-
-    def raw(self) -> dict[str, int]:
-        return {str(k): int(v) for k, v in dict(self._cls.snapshot()).items()}
-
-
-class S3Counters:
-    """Requests counted by the s3a filesystem of the bucket (IOStatistics); no state/meta split."""
-
-    areas = ("all",)
-
-    def __init__(self, spark, bucket: str):
-        jvm = spark._jvm
-        conf = spark.sparkContext._jsc.hadoopConfiguration()
-        self._fs = jvm.org.apache.hadoop.fs.FileSystem.get(jvm.java.net.URI(f"s3a://{bucket}/"), conf)
-
-    def raw(self) -> dict[str, int]:
-        counters = {str(k): int(v) for k, v in dict(self._fs.getIOStatistics().counters()).items()}
-        out: dict[str, int] = {}
-        for name, op in S3A_COUNTERS.items():
-            out[f"count|{op}|all|all"] = out.get(f"count|{op}|all|all", 0) + counters.get(name, 0)
-        out["bytes|PUT|all|all"] = counters.get("object_put_bytes", 0)
-        out["bytes|GET|all|all"] = counters.get("stream_read_bytes", 0)
-        out.update({f"s3a|{k}": v for k, v in counters.items() if v})
-        return out
-
-
-def diff(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
-    return {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0)}
-
-
-def summarize_ops(d: dict[str, int], area: str) -> dict[str, int]:
-    """Request counts by type and PUT/GET bytes of one area from a counter diff."""
-    out = {op: 0 for op in OPS}
-    out["put_bytes"] = out["get_bytes"] = 0
-    for key, value in d.items():
-        parts = key.split("|")
-        if len(parts) != 4 or parts[2] != area:
-            continue
-        what, op = parts[0], parts[1]
-        if what == "count":
-            out[op] = out.get(op, 0) + value
-        elif what == "bytes" and op in ("PUT", "GET"):
-            out[f"{op.lower()}_bytes"] += value
-    return out
-
-
-def by_kind(d: dict[str, int], what: str, op: str, area: str) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for key, value in d.items():
-        parts = key.split("|")
-        if len(parts) == 4 and parts[0] == what and parts[1] == op and parts[2] == area:
-            out[parts[3]] = out.get(parts[3], 0) + value
-    return out
-
-
-# ------------------------------------------------------------------------------------------- footprint
-def kind_of(name: str) -> str:
-    for kind in ("crc", "sst", "zip", "changelog", "delta", "snapshot"):
-        if name.endswith("." + kind) or f".{kind}." in name:
-            return kind
-    return "other"
-
-
-def footprint(spark, state_uri: str) -> dict[str, Any]:
-    """Bytes and files under the state directory by kind (through Hadoop, so it works on every store)."""
-    jvm = spark._jvm
-    conf = spark.sparkContext._jsc.hadoopConfiguration()
-    path = jvm.org.apache.hadoop.fs.Path(state_uri)
-    fs = path.getFileSystem(conf)
-    total = files = 0
-    kinds: dict[str, dict[str, int]] = {}
-    if not fs.exists(path):
-        return {"bytes": 0, "files": 0, "by_kind": {}}
-    it = fs.listFiles(path, True)
-    while it.hasNext():
-        st = it.next()
-        name = st.getPath().getName()
-        if "/_metadata/" in st.getPath().toUri().getPath():
-            kind = "metadata"
-        else:
-            kind = kind_of(name)
-        k = kinds.setdefault(kind, {"bytes": 0, "files": 0})
-        k["bytes"] += st.getLen()
-        k["files"] += 1
-        total += st.getLen()
-        files += 1
-    return {"bytes": total, "files": files, "by_kind": kinds}
-
-
-# ------------------------------------------------------------------------------------------------ logs
-LOG_PATTERNS = {
-    "snapshot_upload_ms": [
-        re.compile(r"Upload snapshot of version \d+.*?time taken: (\d+) ms"),  # RocksDB (both formats)
-        re.compile(r"writeSnapshotFile\(\) took (\d+) ms"),  # HDFSBackedStateStoreProvider
-    ],
-    "cleanup_ms": [
-        re.compile(r"Cleaned old data, time taken: (\d+) ms"),  # RocksDB
-        re.compile(r"deleting files took (\d+) ms"),  # HDFSBackedStateStoreProvider
-    ],
-}
-
-
-def parse_log(path: Path, start_ms: float, end_ms: float) -> dict[str, list[int]]:
-    """Timings the providers log (INFO of org.apache.spark.sql.execution.streaming.state) in a window."""
-    out: dict[str, list[int]] = {k: [] for k in LOG_PATTERNS}
-    if not path.is_file():
-        return out
-    with open(path, errors="replace") as f:
-        for line in f:
-            ts, _, rest = line.partition(" ")
-            if not ts.isdigit() or not start_ms <= int(ts) <= end_ms:
-                continue
-            for name, patterns in LOG_PATTERNS.items():
-                for p in patterns:
-                    m = p.search(rest)
-                    if m:
-                        out[name].append(int(m.group(1)))
-    return out
-
-
-# ---------------------------------------------------------------------------------------------- memory
-def proc_status(pid: int) -> dict[str, int]:
-    out = {}
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key in ("VmHWM", "VmRSS"):
-                out[key] = int(value.split()[0]) * 1024
-    except OSError:
-        pass
-    return out
-
-
-# ------------------------------------------------------------------------------------------- progress
-STATE_FIELDS = (
-    "numRowsTotal",
-    "numRowsUpdated",
-    "numRowsRemoved",
-    "commitTimeMs",
-    "allUpdatesTimeMs",
-    "allRemovalsTimeMs",
-    "memoryUsedBytes",
-)
-
-
-def progress_record(p: dict[str, Any]) -> dict[str, Any]:
-    """The parts of a StreamingQueryProgress the report uses; state metrics summed over operators."""
-    state: dict[str, Any] = {k: 0 for k in STATE_FIELDS}
-    custom: dict[str, int] = {}
-    for op in p.get("stateOperators", []):
-        for k in STATE_FIELDS:
-            state[k] += int(op.get(k, 0) or 0)
-        for k, v in (op.get("customMetrics") or {}).items():
-            if isinstance(v, int | float):
-                custom[k] = custom.get(k, 0) + int(v)
-    return {
-        "batchId": p["batchId"],
-        "numInputRows": p.get("numInputRows", 0),
-        "durationMs": p.get("durationMs", {}),
-        "state": state,
-        "custom": custom,
-        "operators": len(p.get("stateOperators", [])),
-    }
 
 
 class Runner:
@@ -369,6 +193,24 @@ class Runner:
         self.batch_no += 1
         return rec, d
 
+    def raw_get(self, restored_bytes: int) -> dict[str, Any]:
+        """The server's parallel-GET throughput for as many bytes of this checkpoint's state as the cold
+        restore read (see measure.raw_get_throughput)."""
+        import boto3
+
+        s = self.spec
+        hadoop = s.get("hadoop_conf", {})
+        endpoint = hadoop.get(f"fs.s3a.bucket.{s['bucket']}.endpoint") or hadoop.get("fs.s3a.endpoint")
+        client = boto3.client(
+            "s3",
+            endpoint_url=endpoint,
+            region_name=hadoop.get(f"fs.s3a.bucket.{s['bucket']}.endpoint.region", "us-east-1"),
+            aws_access_key_id=os.environ["LSBENCH_S3_ACCESS_KEY"],
+            aws_secret_access_key=os.environ["LSBENCH_S3_SECRET_KEY"],
+        )
+        prefix = self.checkpoint.split(f"s3a://{s['bucket']}/", 1)[1].rstrip("/") + "/state/"
+        return raw_get_throughput(client, s["bucket"], prefix, restored_bytes, threads=s["raw_get_threads"])
+
     def _io(self, d: dict[str, int]) -> dict[str, dict[str, int]]:
         return {area: summarize_ops(d, area) for area in self.counters.areas}
 
@@ -436,6 +278,9 @@ class Runner:
             self.query.stop()
             self.query = None
             self.unload_all()
+            if phase == "cold" and self.store == "s3" and s.get("raw_get_threads"):
+                # after the stop: no maintenance deletes what is being read
+                rec["raw_get"] = self.raw_get(rec["io"]["all"]["get_bytes"])
         r["memory"] = {} if s.get("shared_jvm") else proc_status(self.jvm_pid)
         r["local_dirs"] = {name: _du(self.work / name) for name in ("local-warm", "local-cold")}
         r["status"] = "ok"

@@ -35,6 +35,9 @@ FIGURES: dict[str, tuple[str, str]] = {
     "warm_restore_get_bytes": ("warm restore: bytes read from the store", "B"),
     "cold_restore_ms": ("cold restore: first batch", "ms"),
     "cold_restore_get_bytes": ("cold restore: bytes read from the store", "B"),
+    "cold_restore_bytes_per_s": ("cold restore: bytes read / first batch's duration", "B/s"),
+    "raw_get_bytes_per_s": ("S3 server: raw parallel-GET throughput, same bytes", "B/s"),
+    "cold_restore_fraction_of_raw": ("cold restore throughput / raw parallel-GET throughput", ""),
     "footprint_bytes": ("storage footprint after the run", "B"),
     "footprint_files": ("files in the state directory", ""),
     "peak_rss_bytes": ("peak RSS of the JVM", "B"),
@@ -48,6 +51,8 @@ TARGETS = [
     ("put_bytes_per_batch", "ratio<=", 1.0, "bytes uploaded per batch <= 1.0x"),
     ("list_steady_maintenance", "abs==", 0, "LIST requests in steady-state maintenance = 0"),
     ("warm_restore_get_bytes", "abs==", 0, "warm restore downloads 0 bytes"),
+    ("cold_restore_ms", "ratio<=", 0.33, "cold restore <= 0.33x (the issue's: a state >= 1 GB, from S3)"),
+    ("cold_restore_fraction_of_raw", "abs>=", 0.7, "cold restore >= 70% of raw parallel-GET throughput"),
     ("footprint_bytes", "ratio<=", 1.0, "storage footprint after the run <= 1.0x"),
 ]
 
@@ -122,6 +127,13 @@ def cell_figures(cell: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
             f[f"{phase}_restore_get_bytes"] = rec["io"][area]["get_bytes"]
             f[f"{phase}_restore_get_requests"] = rec["io"][area]["GET"]
             f[f"{phase}_restore_list_requests"] = rec["io"][area]["LIST"]
+    cold = cell.get("restore", {}).get("cold") or {}
+    raw = (cold.get("raw_get") or {}).get("bytes_per_s")
+    if cold and f.get("cold_restore_ms"):
+        f["cold_restore_bytes_per_s"] = f["cold_restore_get_bytes"] / (f["cold_restore_ms"] / 1000)
+        if raw:
+            f["raw_get_bytes_per_s"] = raw
+            f["cold_restore_fraction_of_raw"] = f["cold_restore_bytes_per_s"] / raw
     return f
 
 
@@ -176,6 +188,9 @@ def summarize(data: dict[str, Any]) -> dict[str, Any]:
             elif cmp == "abs==":
                 value = ls["figures"].get(key)
                 row.update(value=value, met=value == threshold)
+            elif cmp == "abs>=":
+                value = ls["figures"].get(key)
+                row.update(value=value, met=None if value is None else value >= threshold)
             else:
                 ratio = ls["ratios"].get(key)
                 row.update(
@@ -193,11 +208,12 @@ def summarize(data: dict[str, Any]) -> dict[str, Any]:
 def fmt(value: Any, unit: str = "") -> str:
     if value is None:
         return "–"
-    if unit == "B":
+    if unit in ("B", "B/s"):
         v = float(value)
+        per = "/s" if unit == "B/s" else ""
         for u in ("B", "KiB", "MiB", "GiB"):
             if abs(v) < 1024 or u == "GiB":
-                return f"{v:.0f} {u}" if u == "B" else f"{v:.1f} {u}"
+                return f"{v:.0f} {u}{per}" if u == "B" else f"{v:.1f} {u}{per}"
             v /= 1024
     if isinstance(value, float):
         return f"{value:.0f}" if abs(value) >= 100 else f"{value:.2f}".rstrip("0").rstrip(".")
@@ -226,7 +242,9 @@ def markdown(summary: dict[str, Any]) -> str:
         f"Hadoop {v.get('hadoop-client-api', '?')}, rocksdbjni {v.get('rocksdbjni', '?')}, {v.get('java', '?')}, "
         f"Python {m.get('python')}; `{v.get('lineagestore_jar')}` sha256 `{v.get('jar_sha256', '')[:12]}` "
         f"(git {v.get('git_head', '?')[:10]}{', jvm/ had uncommitted changes' if v.get('jvm_sources_dirty') else ''})",
-        f"- sizes: {s['keys']:,} keys, {s['update_fraction']:.0%} of them updated per batch "
+        f"- sizes: {s['keys']:,} keys"
+        f"{' with ' + fmt(s['value_bytes'], 'B') + ' of payload each' if s.get('value_bytes') else ''}, "
+        f"{s['update_fraction']:.0%} of them updated per batch "
         f"({int(s['keys'] * s['update_fraction']):,} rows), transformWithState {s['tws_keys']:,} keys; "
         f"1 load batch + {s['batches']} batches ({s['warmup']} warm-up), {s['rounds']} round(s), "
         f"local[{meta.get('cores', 2)}], {s['partitions']} shuffle partitions",

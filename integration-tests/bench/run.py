@@ -4,6 +4,8 @@
     python integration-tests/bench/run.py --preset small --out docs/benchmarks/small
     python integration-tests/bench/run.py --preset default --out docs/benchmarks/<name>
     python integration-tests/bench/run.py --preset default --store s3 --out docs/benchmarks/<name>-s3
+    python integration-tests/bench/run.py --preset restore --store s3 --providers lineagestore,rocksdb_v2 \
+        --out docs/benchmarks/<name>-restore
 
 Runs every (round, workload, provider) *cell* in its own Python process and JVM (cell.py), the providers of
 a workload back to back and their order rotated every round, so that drift of the machine hits all alike.
@@ -64,6 +66,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         "min_batches_to_retain": 2,
         "idle_s": 2.5,
         "driver_memory": "1g",
+        "value_bytes": 0,
+        "raw_get_threads": 4,
     },
     "default": {
         "keys": 100_000,
@@ -81,6 +85,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         "min_batches_to_retain": 10,
         "idle_s": 7.0,
         "driver_memory": "2g",
+        "value_bytes": 0,
+        "raw_get_threads": 8,
     },
     # The sizes the issue asks for (1M keys, 200 batches with a retention of 100, three rounds). Hours on a
     # 2-core machine; meant for a dedicated machine.
@@ -100,8 +106,35 @@ PRESETS: dict[str, dict[str, Any]] = {
         "min_batches_to_retain": 100,
         "idle_s": 25.0,
         "driver_memory": "6g",
+        "value_bytes": 0,
+        "raw_get_threads": 8,
+    },
+    # Restore of a large state (the issue's >= 1 GB cold restore from S3): `agg` with 1M keys carrying 1 KiB
+    # of incompressible payload each, a few steady batches (2% of the keys each), then the restores; with
+    # --store s3 the cold restore is set beside the server's raw parallel-GET throughput for the same bytes.
+    # About 10 minutes per provider on a 2-core machine; runs `agg` only unless --workloads says otherwise.
+    "restore": {
+        "keys": 1_000_000,
+        "update_fraction": 0.02,
+        "tws_keys": 1000,
+        "join_rows": 1500,
+        "join_window": 3,
+        "restore_rows": 100,
+        "batches": 4,
+        "warmup": 1,
+        "rounds": 1,
+        "partitions": 4,
+        "maintenance_interval": "5s",
+        "min_deltas_for_snapshot": 2,
+        "min_batches_to_retain": 4,
+        "idle_s": 90.0,
+        "driver_memory": "6g",
+        "value_bytes": 1024,
+        "raw_get_threads": 8,
     },
 }
+# Workloads a preset runs when --workloads is not given (default: all).
+PRESET_WORKLOADS = {"restore": ("agg",)}
 
 
 # -------------------------------------------------------------------------------------------- set-up
@@ -237,7 +270,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     ap.add_argument("--preset", choices=sorted(PRESETS), default="small")
     ap.add_argument("--providers", default=",".join(PROVIDERS), help=f"comma list of {', '.join(PROVIDERS)}")
-    ap.add_argument("--workloads", default=",".join(WORKLOADS), help=f"comma list of {', '.join(WORKLOADS)}")
+    ap.add_argument(
+        "--workloads",
+        default=None,
+        help=f"comma list of {', '.join(WORKLOADS)} (default: all; the restore preset: agg)",
+    )
     ap.add_argument("--store", choices=("local", "s3"), default="local")
     ap.add_argument("--out", required=True, help="output directory, e.g. docs/benchmarks/<name>")
     ap.add_argument("--work-dir", help="scratch directory (default: a temporary directory, deleted)")
@@ -268,7 +305,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         ap.error("--warmup must be below --batches")
     args.settings = settings
     args.provider_list = [p.strip() for p in args.providers.split(",") if p.strip()]
-    args.workload_list = [w.strip() for w in args.workloads.split(",") if w.strip()]
+    workloads = args.workloads or ",".join(PRESET_WORKLOADS.get(args.preset, WORKLOADS))
+    args.workload_list = [w.strip() for w in workloads.split(",") if w.strip()]
     for p in args.provider_list:
         if p not in PROVIDERS:
             ap.error(f"unknown provider {p!r}")
@@ -387,8 +425,17 @@ def main(argv: list[str] | None = None) -> int:
             "verbose": args.verbose,
             "sizes": {
                 k: settings[k]
-                for k in ("keys", "update_fraction", "tws_keys", "join_rows", "join_window", "restore_rows")
+                for k in (
+                    "keys",
+                    "update_fraction",
+                    "tws_keys",
+                    "join_rows",
+                    "join_window",
+                    "restore_rows",
+                    "value_bytes",
+                )
             },
+            "raw_get_threads": settings["raw_get_threads"],
         }
         if s3 is not None:
             bucket = f"lsbench-{rnd}-{workload}-{provider}".replace("_", "-")

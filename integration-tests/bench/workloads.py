@@ -6,7 +6,7 @@ steady-state batches; the two restore batches after them are small (they measure
 
 | workload | query | state | per steady batch |
 |---|---|---|---|
-| ``agg`` | ``groupBy(k).agg(count, sum)``, update mode | ``keys`` rows | ``update_fraction * keys`` rows, random existing keys |
+| ``agg`` | ``groupBy(k).agg(count, sum[, last(payload)])``, update mode | ``keys`` rows (+ ``value_bytes`` each) | ``update_fraction * keys`` rows, random existing keys |
 | ``dedup`` | ``dropDuplicates(id)``, append | up to ``keys`` ids | ``update_fraction * keys`` ids drawn from ``[0, keys)`` |
 | ``join`` | stream-stream inner join with watermarks and a time-range condition | ~``join_window`` batches of rows per side | ``join_rows`` rows per side |
 | ``tws`` | ``transformWithState`` (Python, Row API): ValueState + ListState + MapState per key | ``tws_keys`` keys | ``update_fraction * tws_keys`` rows |
@@ -38,6 +38,9 @@ class Sizes:
     join_rows: int  # rows per side per batch
     join_window: int  # batches a join row stays in state (watermark delay + range), in batches
     restore_rows: int
+    # agg only: bytes of incompressible payload per key, carried in the state (0: none), to reach a state
+    # of a given size (1M keys x 1 KiB ~ 1 GiB) without writing that much input
+    value_bytes: int = 0
 
     @property
     def updates(self) -> int:
@@ -137,6 +140,15 @@ def stream(spark, input_root: Path, source: str, schema: str):
     return spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(str(input_root / source))
 
 
+def payload(n_bytes: int):
+    """``n_bytes`` of pseudo-random binary derived from the row's (k, v): SHA-512 blocks, incompressible, so
+    the state's size on disk is what the sizes say."""
+    from pyspark.sql import functions as F
+
+    blocks = [F.unhex(F.sha2(F.concat_ws(":", "k", "v", F.lit(i)), 512)) for i in range(-(-n_bytes // 64))]
+    return F.substring(F.concat(*blocks), 1, n_bytes)
+
+
 def build_query(spark, workload: str, sizes: Sizes, input_root: Path):
     """(DataFrame, output mode) of the workload's streaming query."""
     from pyspark.sql import functions as F
@@ -144,7 +156,10 @@ def build_query(spark, workload: str, sizes: Sizes, input_root: Path):
     schemas = SCHEMAS[workload]
     if workload == "agg":
         df = stream(spark, input_root, "in", schemas["in"])
-        return df.groupBy("k").agg(F.count("*").alias("n"), F.sum("v").alias("s")), "update"
+        aggs = [F.count("*").alias("n"), F.sum("v").alias("s")]
+        if sizes.value_bytes > 0:
+            aggs.append(F.last(payload(sizes.value_bytes)).alias("p"))
+        return df.groupBy("k").agg(*aggs), "update"
     if workload == "dedup":
         return stream(spark, input_root, "in", schemas["in"]).dropDuplicates(["id"]), "append"
     if workload == "join":
