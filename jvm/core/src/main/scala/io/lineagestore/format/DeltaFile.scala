@@ -10,8 +10,24 @@ final case class StoreIdentity(operatorId: Long, partitionId: Int, storeName: St
   override def toString: String = s"operator $operatorId, partition $partitionId, store '$storeName'"
 }
 
-/** The header of a delta file: whose it is, which checkpoint, and its lineage (newest ancestor first). */
-final case class DeltaHeader(store: StoreIdentity, checkpoint: CheckpointId, ancestors: Seq[CheckpointId])
+/** The header of a delta file: whose it is, which checkpoint, and its lineage (newest ancestor first).
+  *
+  * `fromEmpty`: the delta holds the checkpoint's complete state on top of the empty state, and no version
+  * below it belongs to its lineage (the store started afresh at this version: Spark's `loadEmpty`, used by
+  * offline repartitioning). Its `ancestors` are then empty. A delta of version 1 starts from the empty state
+  * anyway and does not set it.
+  */
+final case class DeltaHeader(
+    store: StoreIdentity,
+    checkpoint: CheckpointId,
+    ancestors: Seq[CheckpointId],
+    fromEmpty: Boolean = false
+) {
+  require(
+    !fromEmpty || ancestors.isEmpty,
+    s"a delta that starts from the empty state has no ancestors: $this"
+  )
+}
 
 /** Thrown for any file that is corrupt, truncated, foreign or of an unknown format version. */
 class CorruptCheckpointFileException(val file: String, detail: String, cause: Throwable = null)
@@ -74,10 +90,11 @@ private object ZstdStreams {
 
 /** A delta file (`<version>_<uniqueId>.delta`) holds one commit's changes. Layout, all integers big-endian:
   * {{{
-  *   magic        8 bytes  "LSDELTA\u0002" (last byte: format version 2; version 1 is still read)
+  *   magic        8 bytes  "LSDELTA" + format version (3 or 2 as below; version 1 is still read)
   *   header       store identity (operatorId:i64, partitionId:i32, storeName:utf),
   *                checkpoint (version:i64, uniqueId:utf),
   *                lineage count:i32, then (version:i64, uniqueId:utf) newest first,
+  *                lineage base:u8 (version 3 only: 0 = the lineage above, 1 = starts from the empty state),
   *                codec:u8 (0 = none, 1 = zstd; absent in version 1, which is always uncompressed)
   *   headerCrc    i32      CRC32C of magic + header, so lineage is checkable without reading the records
   *   body         through the codec:
@@ -86,11 +103,29 @@ private object ZstdStreams {
   *   fileCrc      i32      CRC32C of every stored byte before it (the compressed body, as stored)
   * }}}
   * Keys and values are the engine's raw bytes (column-family prefix included).
+  *
+  * A writer uses the lowest version that expresses its header: version 3 only for a delta that starts from
+  * the empty state above version 1 ([[DeltaHeader.fromEmpty]]), version 2 otherwise. A build that reads only
+  * versions 1 and 2 therefore keeps reading every ordinary delta and refuses the one kind it would misread
+  * (it would look for ancestors below a fresh start and bring back state the start dropped).
   */
 object DeltaFile {
-  val FormatVersion: Byte = 2
-  val Magic: Array[Byte] = "LSDELTA".getBytes("US-ASCII") :+ FormatVersion
-  private val ReadableVersions = Set[Byte](1, 2)
+
+  /** The newest version this build writes and reads. */
+  val FormatVersion: Byte = 3
+
+  /** Version of deltas whose lineage continues from a parent (no lineage-base byte). */
+  val ChainFormatVersion: Byte = 2
+  private val MagicPrefix: Array[Byte] = "LSDELTA".getBytes("US-ASCII")
+  val Magic: Array[Byte] = MagicPrefix :+ ChainFormatVersion
+  def magicOf(formatVersion: Byte): Array[Byte] = MagicPrefix :+ formatVersion
+  private val ReadableVersions = Set[Byte](1, 2, 3)
+  private val BaseParent = 0
+  private val BaseEmpty = 1
+
+  /** The format version a writer uses for `header`. */
+  def formatVersionFor(header: DeltaHeader): Byte =
+    if (header.fromEmpty) FormatVersion else ChainFormatVersion
   private val Put = 1
   private val Delete = 2
   private val End = 0
@@ -103,8 +138,10 @@ object DeltaFile {
     private val stored = new CheckedOutputStream(new BufferedOutputStream(out, 1 << 16), crc)
     private val body: DataOutputStream = {
       val head = new DataOutputStream(stored)
-      head.write(Magic)
+      val formatVersion = formatVersionFor(header)
+      head.write(magicOf(formatVersion))
       writeHeader(head, header)
+      if (formatVersion >= 3) head.writeByte(if (header.fromEmpty) BaseEmpty else BaseParent)
       head.writeByte(codec.id)
       head.writeInt(crc.getValue.toInt)
       // the codec's close ends its frame but must leave `stored` open for the file checksum
@@ -215,7 +252,7 @@ object DeltaFile {
   ): (DeltaHeader, DeltaCodec) = {
     val magic = new Array[Byte](Magic.length)
     data.readFully(magic)
-    if (!magic.take(7).sameElements(Magic.take(7))) corrupt(file, "not a lineagestore delta file (bad magic)")
+    if (!magic.take(7).sameElements(MagicPrefix)) corrupt(file, "not a lineagestore delta file (bad magic)")
     val formatVersion = magic(7)
     if (!ReadableVersions(formatVersion))
       corrupt(
@@ -228,10 +265,19 @@ object DeltaFile {
     val n = data.readInt()
     if (n < 0 || n > 10000000) corrupt(file, s"implausible lineage length $n")
     val ancestors = (0 until n).map(_ => readCheckpointId(data, file))
+    val fromEmpty =
+      if (formatVersion < 3) false
+      else
+        data.readUnsignedByte() match {
+          case BaseParent => false
+          case BaseEmpty  => true
+          case other      => corrupt(file, s"unknown lineage base $other")
+        }
     val codecId = if (formatVersion == 1) DeltaCodec.Uncompressed.id else data.readUnsignedByte()
     val computed = crc.getValue.toInt
     if (data.readInt() != computed) corrupt(file, "header checksum mismatch")
-    val header = DeltaHeader(store, checkpoint, ancestors)
+    if (fromEmpty && ancestors.nonEmpty) corrupt(file, "it starts from the empty state but lists ancestors")
+    val header = DeltaHeader(store, checkpoint, ancestors, fromEmpty)
     validate(file, header, expected, expectedId)
     val codec = DeltaCodec.byId(codecId).getOrElse(corrupt(file, s"unknown record codec $codecId"))
     (header, codec)

@@ -3,6 +3,19 @@ package io.lineagestore.lineage
 import scala.annotation.tailrec
 import scala.collection.mutable.ArrayBuffer
 
+/** The lineage record of one checkpoint (the header of its delta file).
+  *
+  * @param ancestors
+  *   the checkpoints of versions v-1, v-2, ... newest first, down to the snapshot the writer presumed
+  * @param fromEmpty
+  *   the checkpoint's delta holds its complete state on top of the empty state, and no version below it
+  *   belongs to its lineage: the store started afresh at this version (Spark's `loadEmpty`, used by offline
+  *   repartitioning). Then `ancestors` is empty. Version 1 starts from the empty state without saying so.
+  */
+final case class Lineage(ancestors: Seq[CheckpointId], fromEmpty: Boolean = false) {
+  require(!fromEmpty || ancestors.isEmpty, "a lineage that starts from the empty state has no ancestors")
+}
+
 /** What the resolver may ask about a store's checkpoint directory. Implementations do I/O; the resolver
   * itself only decides, so it is tested with an in-memory map.
   */
@@ -15,6 +28,12 @@ trait LineageSource {
     * the snapshot its writer presumed, newest first. None when that delta file does not exist.
     */
   def ancestorsOf(id: CheckpointId): Option[Seq[CheckpointId]]
+
+  /** The whole lineage record of `<version>_<uniqueId>.delta` (ancestors, and whether it starts from the
+    * empty state). None when that delta file does not exist. Sources that never hold a fresh start need not
+    * override it.
+    */
+  def lineageOf(id: CheckpointId): Option[Lineage] = ancestorsOf(id).map(Lineage(_))
 }
 
 /** Where a load starts from. */
@@ -27,7 +46,8 @@ object LoadBase {
 
 /** How to reach `target`: open `base`, then replay `deltas` (ascending versions, each the child of the one
   * before, the last being `target`). `lineage` lists target's ancestors newest first down to base's version
-  * (inclusive; empty when the base is the empty state at version 0 and target is version 1).
+  * (inclusive; empty when the base is the empty state at version 0 and target is version 1). With the empty
+  * state as base, the first delta is version 1 or a delta that starts from the empty state ([[freshStart]]).
   */
 final case class LoadPlan(
     target: CheckpointId,
@@ -36,6 +56,10 @@ final case class LoadPlan(
     lineage: Seq[CheckpointId]
 ) {
   def isNoOp: Boolean = base == LoadBase.Local(target)
+
+  /** The replayed delta that starts from the empty state above version 1, if the plan replays one. */
+  def freshStart: Option[CheckpointId] =
+    if (base == LoadBase.Empty) deltas.headOption.filter(_.version > 1) else None
 }
 
 class LineageException(message: String) extends IllegalStateException(message)
@@ -46,7 +70,8 @@ class LineageException(message: String) extends IllegalStateException(message)
   *      there;
   *   3. otherwise take the newest snapshot among target and its ancestors;
   *   4. if no presumed snapshot exists (its upload failed or was cleaned), keep tracing lineage through the
-  *      oldest ancestor's own delta, down to the empty state at version 0 if that is what it takes.
+  *      oldest ancestor's own delta, down to the empty state at version 0 if that is what it takes, or down
+  *      to a delta that starts from the empty state (a fresh start at its version: nothing below it is read).
   * Attempts outside the lineage (another unique ID at some version) are never looked at.
   */
 object LineageResolver {
@@ -63,8 +88,8 @@ object LineageResolver {
 
     @tailrec
     def walk(cursor: CheckpointId): LoadPlan = {
-      val ancestors = source.ancestorsOf(cursor) match {
-        case Some(a)                                                => a
+      val lineage = source.lineageOf(cursor) match {
+        case Some(l)                                                => l
         case None if cursor == target && source.hasSnapshot(target) =>
           return LoadPlan(target, LoadBase.Snapshot(target), Nil, Nil)
         case None =>
@@ -74,7 +99,8 @@ object LineageResolver {
               "by hand; restore the missing file or restart the query from an older checkpoint."
           )
       }
-      checkContiguous(cursor, ancestors)
+      val ancestors = lineage.ancestors
+      checkContiguous(cursor, lineage)
       if (cursor == target) {
         local.find(ancestors.contains) match {
           case Some(l) =>
@@ -93,7 +119,7 @@ object LineageResolver {
         i += 1
       }
       val oldest = chain.last
-      if (oldest.version == 1) finish(LoadBase.Empty)
+      if (oldest.version == 1 || lineage.fromEmpty) finish(LoadBase.Empty)
       else walk(oldest)
     }
 
@@ -108,22 +134,30 @@ object LineageResolver {
     val out = ArrayBuffer[CheckpointId](target)
     while (out.last.version > downTo) {
       val cursor = out.last
-      val ancestors = source
-        .ancestorsOf(cursor)
+      val lineage = source
+        .lineageOf(cursor)
         .getOrElse(
           throw new LineageException(
             s"cannot read changes down to version $downTo from $target: ${cursor.deltaFileName} is missing " +
               "(deltas older than the retention window are cleaned; ask for a newer start version)"
           )
         )
-      checkContiguous(cursor, ancestors)
-      out ++= ancestors.takeWhile(_.version >= downTo)
+      checkContiguous(cursor, lineage)
+      if (lineage.fromEmpty) {
+        throw new LineageException(
+          s"cannot read changes down to version $downTo from $target: the store started afresh from an empty " +
+            s"state at version ${cursor.version} (${cursor.deltaFileName}, e.g. offline repartitioning), so " +
+            s"versions below it are not on this lineage; ask for changes from version ${cursor.version} on"
+        )
+      }
+      out ++= lineage.ancestors.takeWhile(_.version >= downTo)
     }
     out.reverse.toSeq
   }
 
   /** The lineage of `child` must list versions child-1, child-2, ... with no gap. */
-  private def checkContiguous(child: CheckpointId, ancestors: Seq[CheckpointId]): Unit = {
+  private def checkContiguous(child: CheckpointId, lineage: Lineage): Unit = {
+    val ancestors = lineage.ancestors
     ancestors.zipWithIndex.foreach { case (a, i) =>
       val expected = child.version - 1 - i
       if (a.version != expected || expected < 1) {
@@ -133,7 +167,7 @@ object LineageResolver {
         )
       }
     }
-    if (ancestors.isEmpty && child.version > 1) {
+    if (ancestors.isEmpty && child.version > 1 && !lineage.fromEmpty) {
       throw new LineageException(
         s"lineage record of ${child.deltaFileName} is empty but version ${child.version} needs a parent. " +
           "The file was not written by lineagestore or is damaged."

@@ -29,17 +29,28 @@ object RetentionPlanner {
     *   reach that far, nothing below the known part is deleted.
     * @param existing
     *   checkpoint files known to exist
+    * @param freshStart
+    *   the committed checkpoint whose delta starts from the empty state (see [[Lineage.fromEmpty]]), if the
+    *   committed lineage has one: a base like a snapshot, below which nothing belongs to the lineage. While
+    *   it is newer than the oldest retained version, the versions below it are another lineage (the state
+    *   before a repartition) that the commit log may still name: nothing below it is deleted until the
+    *   retention window has moved past it.
     */
   def plan(
       head: CheckpointId,
       committed: Map[Long, String],
       existing: Seq[CheckpointFile],
-      minVersionsToRetain: Int
+      minVersionsToRetain: Int,
+      freshStart: Option[CheckpointId] = None
   ): RetentionPlan = {
     require(minVersionsToRetain >= 1, "minVersionsToRetain must be >= 1")
     require(committed.get(head.version).contains(head.uniqueId), s"committed lineage must contain head $head")
     val oldestRetained = math.max(1L, head.version - minVersionsToRetain + 1)
     val snapshots = existing.filter(_.kind == Snapshot).map(_.id).toSet
+    if (freshStart.exists(_.version > oldestRetained)) {
+      // the window still reaches below the fresh start, into another lineage: keep everything for now
+      return RetentionPlan(oldestRetained, freshStart.get, Nil, snapshots.toSeq.sortBy(_.version))
+    }
 
     // newest committed snapshot at or below the oldest retained version; walking down needs a known lineage
     var v = oldestRetained
@@ -47,9 +58,11 @@ object RetentionPlanner {
     var lineageKnown = true
     while (base.isEmpty && v >= 1 && lineageKnown) {
       committed.get(v) match {
-        case Some(id) if snapshots.contains(CheckpointId(v, id)) => base = Some(CheckpointId(v, id))
-        case Some(_)                                             => v -= 1
-        case None                                                => lineageKnown = false
+        case Some(id)
+            if snapshots.contains(CheckpointId(v, id)) || freshStart.contains(CheckpointId(v, id)) =>
+          base = Some(CheckpointId(v, id))
+        case Some(_) => v -= 1
+        case None    => lineageKnown = false
       }
     }
     val snapshotBase = base.getOrElse(CheckpointId.Empty)

@@ -11,7 +11,7 @@ import scala.collection.mutable
 import scala.jdk.CollectionConverters._
 
 import io.lineagestore.format._
-import io.lineagestore.lineage.{CheckpointFile, CheckpointId, LineageSource}
+import io.lineagestore.lineage.{CheckpointFile, CheckpointId, Lineage, LineageSource}
 import io.lineagestore.snapshot.{LocalFile, SnapshotPlanner, UploadDecision}
 import io.lineagestore.storage.{BlobNotFoundException, BlobStore}
 
@@ -52,13 +52,20 @@ final class CheckpointFiles(val blobs: BlobStore, val store: StoreIdentity, tran
 
   // ---- deltas ---------------------------------------------------------------------------------------------
 
-  /** Writes `<id>.delta` atomically: header with lineage, then the records. */
-  def writeDelta(id: CheckpointId, ancestors: Seq[CheckpointId], codec: DeltaCodec = DeltaCodec.Default)(
+  /** Writes `<id>.delta` atomically: header with lineage, then the records. With `fromEmpty` the records must
+    * be the checkpoint's complete state and `ancestors` empty (see [[DeltaHeader.fromEmpty]]).
+    */
+  def writeDelta(
+      id: CheckpointId,
+      ancestors: Seq[CheckpointId],
+      codec: DeltaCodec = DeltaCodec.Default,
+      fromEmpty: Boolean = false
+  )(
       records: DeltaFile.Writer => Unit
   ): Long = {
     var count = 0L
     blobs.write(id.deltaFileName) { out =>
-      val w = new DeltaFile.Writer(out, DeltaHeader(store, id, ancestors), codec)
+      val w = new DeltaFile.Writer(out, DeltaHeader(store, id, ancestors, fromEmpty), codec)
       records(w)
       count = w.recordCount
       w.close()
@@ -66,14 +73,17 @@ final class CheckpointFiles(val blobs: BlobStore, val store: StoreIdentity, tran
     count
   }
 
-  override def ancestorsOf(id: CheckpointId): Option[Seq[CheckpointId]] = {
+  override def ancestorsOf(id: CheckpointId): Option[Seq[CheckpointId]] = lineageOf(id).map(_.ancestors)
+
+  override def lineageOf(id: CheckpointId): Option[Lineage] = {
     val in =
       try blobs.open(id.deltaFileName)
       catch { case _: BlobNotFoundException => return None }
     try
-      fsChecked(id.deltaFileName)(
-        Some(DeltaFile.readHeader(in, blobs.locate(id.deltaFileName), store, id).ancestors)
-      )
+      fsChecked(id.deltaFileName) {
+        val h = DeltaFile.readHeader(in, blobs.locate(id.deltaFileName), store, id)
+        Some(Lineage(h.ancestors, h.fromEmpty))
+      }
     finally in.close()
   }
 

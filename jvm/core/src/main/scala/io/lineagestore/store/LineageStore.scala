@@ -74,6 +74,8 @@ final class LineageStore(
   private var loaded: Option[CheckpointId] = None
   private var ancestors: Seq[CheckpointId] = Nil
   private var presumedSnapshotVersion = 0L
+  // with `loaded` the empty state: the version it stands at (0, or the version given to loadEmpty)
+  private var emptyAtVersion = 0L
   private var generation = new Generation(mutable.Map.empty)
 
   private val frozen = new ConcurrentLinkedQueue[Frozen]()
@@ -83,6 +85,8 @@ final class LineageStore(
   // committed lineage (version -> unique ID) as far as known, and its head: the newest checkpoint Spark loaded
   private val committed = mutable.Map.empty[Long, String]
   @volatile private var committedHead: Option[CheckpointId] = None
+  // the committed checkpoint whose delta starts from the empty state, when the committed lineage has one
+  @volatile private var committedFreshStart: Option[CheckpointId] = None
   // clean-up's knowledge of which checkpoint files exist and of snapshot indexes already read
   private val knownFiles = mutable.Set.empty[CheckpointFile]
   private val indexCache = mutable.Map.empty[CheckpointId, SnapshotIndex]
@@ -107,6 +111,7 @@ final class LineageStore(
   def load(target: CheckpointId): LoadPlan = {
     val start = clock()
     db.abort()
+    emptyAtVersion = 0
     val plan = LineageResolver.plan(target, loaded, files)
     try execute(plan)
     catch {
@@ -115,10 +120,42 @@ final class LineageStore(
           None // local directory state unknown: the next load starts from a snapshot or the empty state
         throw t
     }
-    noteCommitted(target, plan.lineage)
+    noteCommitted(target, plan)
     counters.lastLoadMs.set(clock() - start)
     plan
   }
+
+  /** Makes the local DB hold the empty state standing at `version` (Spark's `loadEmpty`: offline
+    * repartitioning rewrites a store from scratch). The next commit is checkpoint `version + 1`; its delta
+    * holds the whole state and starts from the empty state, so no load of it or of its descendants ever reads
+    * a file of an older version. Reads nothing from the blob store.
+    */
+  def loadEmpty(version: Long): Unit = {
+    require(version >= 0, s"version cannot be negative, got $version")
+    val start = clock()
+    db.abort()
+    try
+      replaceLocalDirectory { () =>
+        deleteRecursively(dbDir)
+        generation = new Generation(mutable.Map.empty)
+      }
+    catch { case t: Throwable => loaded = None; throw t }
+    presumedSnapshotVersion = version
+    ancestors = Nil
+    emptyAtVersion = version
+    loaded = Some(CheckpointId.Empty)
+    columnFamilies.reload()
+    // what was committed before is another lineage now: clean-up waits for the next load to learn the new one
+    committed.synchronized {
+      committed.clear()
+      committedHead = None
+      committedFreshStart = None
+    }
+    counters.lastLoadMs.set(clock() - start)
+  }
+
+  /** The version the loaded state stands at (the empty state may stand above 0, see [[loadEmpty]]). */
+  def loadedVersion: Option[Long] = loaded.map(l => if (l.isEmptyState) emptyAtVersion else l.version)
 
   private def execute(plan: LoadPlan): Unit = {
     plan.base match {
@@ -224,11 +261,13 @@ final class LineageStore(
   def commit(uniqueId: String): CheckpointId = {
     val start = clock()
     val parent = loaded.getOrElse(throw new IllegalStateException("commit without a loaded checkpoint"))
-    val id = CheckpointId(parent.version + 1, uniqueId)
+    val freshStart = parent.isEmptyState && emptyAtVersion > 0
+    val id = CheckpointId(loadedVersion.get + 1, uniqueId)
     val lineage = if (parent.isEmptyState) Nil else parent +: ancestors
     columnFamilies.stageCounts()
     crash.at(CrashPoints.CommitBeforeDelta)
-    val records = files.writeDelta(id, lineage, settings.deltaCodec) { w =>
+    // from the empty state the batch in progress is the whole state, so the delta is complete by itself
+    val records = files.writeDelta(id, lineage, settings.deltaCodec, fromEmpty = freshStart) { w =>
       db.pending.range(Array.emptyByteArray, null).foreach { case (k, v) =>
         if (v == null) w.delete(k) else w.put(k, v)
       }
@@ -238,9 +277,11 @@ final class LineageStore(
     db.commit()
     crash.at(CrashPoints.CommitAfterLocalApply)
     loaded = Some(id)
+    emptyAtVersion = 0
     ancestors = lineage
     val sinceSnapshot = id.version - presumedSnapshotVersion
-    if (sinceSnapshot >= settings.minDeltasForSnapshot) freeze(id)
+    // a fresh start is snapshotted at once: its lineage has no older snapshot to restore from
+    if (freshStart || sinceSnapshot >= settings.minDeltasForSnapshot) freeze(id)
     // the next commit freezes: flush now, off the commit path, so that freeze waits for one batch's memtable
     else if (settings.flushAheadOfFreeze && sinceSnapshot + 1 >= settings.minDeltasForSnapshot)
       db.flushInBackground()
@@ -325,14 +366,23 @@ final class LineageStore(
   /** Version of the last snapshot this store uploaded or restored. */
   def lastUploadedVersion: Option[Long] = lastUploaded.map(_.checkpoint.version)
 
-  private def noteCommitted(head: CheckpointId, lineage: Seq[CheckpointId]): Unit = committed.synchronized {
+  private def noteCommitted(head: CheckpointId, plan: LoadPlan): Unit = committed.synchronized {
     if (!head.isEmptyState) {
       committed(head.version) = head.uniqueId
-      lineage.foreach(a => committed(a.version) = a.uniqueId)
+      plan.lineage.foreach(a => committed(a.version) = a.uniqueId)
       // a newer head may disagree with what an older load believed: versions above it are not committed
       committed.keys.filter(_ > head.version).toSeq.foreach(committed.remove)
+      plan.freshStart.foreach(noteFreshStart)
+      if (committedFreshStart.exists(f => !committed.get(f.version).contains(f.uniqueId)))
+        committedFreshStart = None
       committedHead = Some(head)
     }
+  }
+
+  /** The committed lineage starts afresh at `f`: versions below it belong to another lineage. */
+  private def noteFreshStart(f: CheckpointId): Unit = committed.synchronized {
+    committed.keys.filter(_ < f.version).toSeq.foreach(committed.remove)
+    committedFreshStart = Some(f)
   }
 
   /** Deletes what the committed lineage no longer needs: files of versions below the snapshot base of the
@@ -360,7 +410,8 @@ final class LineageStore(
     } else if (mayDeleteBlobs) cleanupsSinceSweep += 1
     val existing = knownFiles.synchronized(knownFiles.toSeq)
     val chain = extendCommittedLineage(head, existing)
-    val plan = RetentionPlanner.plan(head, chain, existing, settings.minVersionsToRetain)
+    val plan =
+      RetentionPlanner.plan(head, chain, existing, settings.minVersionsToRetain, committedFreshStart)
     val (expiredSnapshots, droppedDeltas) = plan.delete.partition(_.kind == CheckpointId.Snapshot)
     // While an upload is in flight no blob may go, so expired snapshots stay too (until a later clean-up):
     // deleting their zips now would lose the indexes that say which blobs they leave unreferenced, and
@@ -409,15 +460,17 @@ final class LineageStore(
     committed.synchronized {
       def reachedBase: Boolean = {
         val known = committed.filter(_._1 <= oldestRetained)
-        known.exists { case (v, id) => snapshots(CheckpointId(v, id)) } || committed.contains(1L)
+        known.exists { case (v, id) => snapshots(CheckpointId(v, id)) } || committed.contains(1L) ||
+        committedFreshStart.isDefined
       }
       var guard = 0
       while (!reachedBase && guard < 1000) {
         guard += 1
-        val oldest = committed.minBy(_._1)
-        files.ancestorsOf(CheckpointId(oldest._1, oldest._2)) match {
-          case Some(a) if a.nonEmpty => a.foreach(x => committed(x.version) = x.uniqueId)
-          case _                     => guard = Int.MaxValue
+        val oldest = CheckpointId(committed.minBy(_._1)._1, committed.minBy(_._1)._2)
+        files.lineageOf(oldest) match {
+          case Some(l) if l.fromEmpty          => noteFreshStart(oldest)
+          case Some(l) if l.ancestors.nonEmpty => l.ancestors.foreach(x => committed(x.version) = x.uniqueId)
+          case _                               => guard = Int.MaxValue
         }
       }
       committed.toMap

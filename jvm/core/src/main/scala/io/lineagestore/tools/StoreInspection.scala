@@ -3,7 +3,7 @@ package io.lineagestore.tools
 import scala.util.Try
 
 import io.lineagestore.format.SnapshotIndex
-import io.lineagestore.lineage.CheckpointId
+import io.lineagestore.lineage.{CheckpointId, Lineage}
 import io.lineagestore.tools.Json._
 
 /** Read-only report of one store directory against Spark's commit log: every checkpoint file with its lineage
@@ -37,12 +37,13 @@ object StoreInspection {
     val present = shared.map(_.name).toSet
 
     val headers = ids.map { id =>
-      id -> (if (sizes.contains(id.deltaFileName)) Try(files.ancestorsOf(id).getOrElse(Nil)) else Try(Nil))
+      id -> (if (sizes.contains(id.deltaFileName)) Try(files.lineageOf(id).getOrElse(Lineage(Nil)))
+             else Try(Lineage(Nil)))
     }.toMap
     val headerErrors = ids.flatMap(id => headers(id).failed.toOption.map(_.getMessage))
     val checkpoints = ids.map { id =>
       val hasDelta = sizes.contains(id.deltaFileName)
-      val ancestors = headers(id)
+      val ancestors = headers(id).map(_.ancestors)
       val status = lineage.status(id)
       Obj(
         Seq[(String, Json)](
@@ -55,7 +56,9 @@ object StoreInspection {
           "deltaBytes" -> size(id.deltaFileName),
           "snapshot" -> sizes.contains(id.snapshotFileName),
           "snapshotBytes" -> size(id.snapshotFileName),
-          "ancestors" -> strs(ancestors.getOrElse(Nil).map(_.toString))
+          "ancestors" -> strs(ancestors.getOrElse(Nil).map(_.toString)),
+          // the lineage starts afresh here (offline repartitioning): nothing older belongs to it
+          "freshStart" -> headers(id).toOption.exists(_.fromEmpty)
         ) ++ ancestors.failed.toOption.map(e => "error" -> Str(e.getMessage))
       )
     }

@@ -122,6 +122,37 @@ class CheckpointToolsSuite extends AnyFunSuite with BeforeAndAfterEach {
     assert(!json.contains(""""sharedBlobs": 0,"""))
   }
 
+  test("a repartitioned store: inspect marks the fresh start, verify passes, gc keeps what loads need") {
+    val log = writeStore()
+    val files = new CheckpointFiles(
+      new HadoopBlobStore(new Path(storeDir.toURI), new Configuration()),
+      StoreIdentity(0, 0, "default"),
+      pool
+    )
+    val local = Files.createTempDirectory(tmp.toPath, "local").toFile
+    val s = new LineageStore(files, local, StoreSettings(minDeltasForSnapshot = 2, minVersionsToRetain = 100))
+    val fresh = CheckpointId(7, "f7")
+    try {
+      s.loadEmpty(6)
+      put(s, 3, "new")
+      s.commit(fresh.uniqueId)
+      s.uploadSnapshots()
+    } finally s.close()
+    val all = log :+ CommitLogEntry(6, fresh)
+    val json = CheckpointTools.inspectStore(
+      ref.dir,
+      0,
+      0,
+      "default",
+      all.map(e => s"${e.batchId} ${e.id.version} ${e.id.uniqueId}").mkString("\n")
+    )
+    assert(json.contains(""""uniqueId": "f7", "status": "committed""""), json)
+    assert(json.contains(""""ancestors": [], "freshStart": true"""), json)
+    assert(json.contains(""""uniqueId": "c6", "status": "committed""""), json)
+    val r = ToolStore.using(ref)(t => StoreVerifier.verify(t, all, tmp))
+    assert(r.ok, r.problems)
+  }
+
   test("verify reads back every file the committed checkpoints need") {
     val log = writeStore()
     val r = ToolStore.using(ref)(s => StoreVerifier.verify(s, log, tmp))

@@ -152,19 +152,25 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
 
   override def stateStoreId: StateStoreId = storeId
 
+  /** `loadEmpty` (Spark 4.3: only `StatePartitionAllColumnFamiliesWriter`, the writer of offline state
+    * repartitioning, passes it, with `uniqueId = None`): start from an empty state standing at `version`,
+    * reading nothing; the commit then writes checkpoint `version + 1` whose delta holds the whole state and
+    * starts from the empty state (its lineage ends there), reports no base checkpoint ID, and freezes a
+    * snapshot at once. `forceSnapshotOnCommit` (the state store coordinator's answer to a lagging snapshot
+    * upload) freezes a snapshot of the committed version, uploaded by the next maintenance or close.
+    */
   override def getStore(
       version: Long,
       uniqueId: Option[String],
       forceSnapshotOnCommit: Boolean,
       loadEmpty: Boolean
   ): StateStore = {
-    if (loadEmpty) {
-      throw new UnsupportedOperationException(
-        s"lineagestore cannot start $storeId from an empty state at version $version (used by offline " +
-          "repartitioning, which lineagestore does not support yet)"
+    if (loadEmpty && uniqueId.isDefined) {
+      throw new IllegalArgumentException(
+        s"$storeId: an empty store at version $version has no checkpoint ID, but ${uniqueId.get} was given"
       )
     }
-    open(version, uniqueId, readOnly = false, forceSnapshotOnCommit)
+    open(version, uniqueId, readOnly = false, forceSnapshotOnCommit, loadEmpty)
   }
 
   override def getReadStore(version: Long, uniqueId: Option[String]): ReadStateStore =
@@ -175,13 +181,17 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
       version: Long,
       uniqueId: Option[String],
       readOnly: Boolean,
-      forceSnapshotOnCommit: Boolean
+      forceSnapshotOnCommit: Boolean,
+      loadEmpty: Boolean = false
   ): LineageStateStore = {
     var opened: LineageStateStore = null
     ownership.acquire(() => synchronized(if (opened != null) opened.abort()))
     try
       synchronized {
-        load(version, uniqueId)
+        if (loadEmpty) {
+          store.loadEmpty(version)
+          logInfo(s"lineagestore $storeId starts from an empty state at version $version")
+        } else load(version, uniqueId)
         opened = new LineageStateStore(this, version, readOnly, forceSnapshotOnCommit)
         opened
       }
