@@ -9,13 +9,14 @@ the final state equal the plain-Python oracle, and ``lineagestore verify`` finds
 * every write failing (500 on PUT/POST past the retries) during one batch: the batch fails, the restart
   with faults off redoes it;
 * a restart on an empty local directory while GETs are cut short and throttled: the state is restored
-  from S3 through the faults.
+  from S3 through the faults, every SST in 256-byte ranges (vectored reads).
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 
 import pytest
 
@@ -25,6 +26,7 @@ from lineagestore.testing.s3_proxy import FAULT_TEST_HOLD_S
 
 FAULT_RATE = float(os.environ.get("LINEAGESTORE_FAULT_RATE", "0.05"))
 LOCAL_DIR_KEY = "spark.sql.streaming.stateStore.lineagestore.localDir"
+RANGED_PART_KEY = "spark.sql.streaming.stateStore.lineagestore.rangedDownloadPartBytes"
 
 
 @pytest.fixture
@@ -137,6 +139,9 @@ def test_restore_from_s3_through_faulty_reads(spark, provider, s3_server, proxie
     if provider != "lineagestore":
         pytest.skip("the built-in provider has no local-directory setting to start cold")
     bucket, proxy, settings = proxied
+    # s3a's classic input stream: it serves each vectored range with its own ranged GET, which the proxy
+    # can count (hadoop-aws 3.5's default "analytics" stream fetches an object this small whole, once)
+    spark.sparkContext._jsc.hadoopConfiguration().set(f"fs.s3a.bucket.{bucket}.input.stream.type", "classic")
     runs = oracle.keyed_runs(23, 5, rows=20, keys=8)
     expected, totals = oracle.running_aggregate(runs)
     h = S3StreamHarness(spark, tmp_path / "q", provider, s3_server, bucket, "checkpoint")
@@ -147,15 +152,21 @@ def test_restore_from_s3_through_faulty_reads(spark, provider, s3_server, proxie
         fresh = tmp_path / "fresh-local-dir"
         fresh.mkdir()
         spark.conf.set(LOCAL_DIR_KEY, str(fresh))
+        # the SSTs (1-3 KiB here) are read as 256-byte ranges: s3a's vectored reads, a ranged GET each
+        spark.conf.set(RANGED_PART_KEY, "256")
         h.write("in", runs[4])
+        proxy.reset_counts()
         failures: list[str] = []
         result = _run_until_done(
             h, proxy, dict(truncate=0.3, throttle=0.2, methods={"GET", "HEAD"}), failures
         )
     finally:
         spark.conf.unset(LOCAL_DIR_KEY)
+        spark.conf.unset(RANGED_PART_KEY)
     print(f"faults {proxy.counts['faults']}, failed runs {failures}")
     assert proxy.counts["faults"]["truncate"] > 0
+    sst_gets = Counter(t.split("?")[0] for m, t in proxy.request_log if m == "GET" and "/shared/" in t)
+    assert sst_gets and max(sst_gets.values()) >= 4, f"no SST was read in ranges: {sst_gets}"
     assert _outputs(h) == expected
     assert result.state_rows_total() == len(totals)
     metrics = result.progress[0]["stateOperators"][0]["customMetrics"]

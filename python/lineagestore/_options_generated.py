@@ -65,6 +65,16 @@ SPECS: tuple[OptionSpec, ...] = (
         choices=(),
     ),
     OptionSpec(
+        field="ranged_download_part_bytes",
+        name="rangedDownloadPartBytes",
+        kind="size",
+        default=8388608,
+        min=0,
+        max=None,
+        allowed="a byte count (an integer, optionally with a k, m or g suffix: powers of 1024) of at least 0",
+        choices=(),
+    ),
+    OptionSpec(
         field="orphan_grace_period_ms",
         name="orphanGracePeriodMs",
         kind="long",
@@ -145,6 +155,14 @@ class LineageOptions:
     """Parallel uploads and downloads within one store. Key
     ``spark.sql.streaming.stateStore.lineagestore.transferThreads``; an integer between 1 and 256; default
     ``8``.
+    """
+
+    ranged_download_part_bytes: int | str = 8388608
+    """Restores read snapshot files of at least 4 parts as byte ranges of this size, 8 in flight per file
+    (parallel ranged GETs on S3), checksummed in order as they arrive. 0 reads every file as one stream.
+    Accepts k/m/g suffixes. Key ``spark.sql.streaming.stateStore.lineagestore.rangedDownloadPartBytes``; a
+    byte count (an integer, optionally with a k, m or g suffix: powers of 1024) of at least 0; default
+    ``8388608``.
     """
 
     orphan_grace_period_ms: int = 21600000

@@ -171,6 +171,14 @@ object LineageConf {
     min = 1,
     max = 256
   )
+  val RangedDownloadPartBytes: ConfEntry[Long] = size(
+    "rangedDownloadPartBytes",
+    8L << 20,
+    "Restores read snapshot files of at least 4 parts as byte ranges of this size, 8 in flight per file " +
+      "(parallel ranged GETs on S3), checksummed in order as they arrive. 0 reads every file as one stream. " +
+      "Accepts k/m/g suffixes.",
+    min = 0
+  )
   val OrphanGracePeriodMs: ConfEntry[Long] = long(
     "orphanGracePeriodMs",
     6L * 60 * 60 * 1000,
@@ -205,6 +213,7 @@ object LineageConf {
     LocalRetentionMs,
     DeltaCompression,
     TransferThreads,
+    RangedDownloadPartBytes,
     OrphanGracePeriodMs,
     OrphanSweepEveryCleanups,
     MemoryBytes,

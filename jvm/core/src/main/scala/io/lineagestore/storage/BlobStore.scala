@@ -1,6 +1,8 @@
 package io.lineagestore.storage
 
-import java.io.{FileNotFoundException, InputStream, OutputStream}
+import java.io.{Closeable, FileNotFoundException, InputStream, OutputStream}
+import java.nio.ByteBuffer
+import java.util.concurrent.CompletableFuture
 
 /** A blob as a listing shows it. */
 final case class BlobInfo(name: String, size: Long, modificationTimeMs: Long)
@@ -21,6 +23,8 @@ class BlobNotFoundException(val location: String) extends FileNotFoundException(
   *     implementations need no overwrite semantics; writing an existing name fails or is a no-op.
   *   - `delete` is idempotent: deleting a missing blob succeeds.
   *   - `list` is never on the commit path; only maintenance's orphan sweep and the tools call it.
+  *   - [[openRanges]] reads what [[open]] reads, by byte ranges; stores that can serve ranges in parallel
+  *     (s3a: one ranged GET per range) start each read when it is asked for.
   */
 trait BlobStore {
 
@@ -42,4 +46,38 @@ trait BlobStore {
 
   /** Blobs directly under `dir` ("" for the root); an absent directory lists as empty. */
   def list(dir: String): Seq[BlobInfo]
+
+  /** Opens a blob of known `size` for reads by byte range; throws [[BlobNotFoundException]] if it does not
+    * exist (or, where existence is only learnt on the first read, fails that read with it). The default reads
+    * one stream, in order.
+    */
+  def openRanges(name: String, size: Long): RangeReader = new SequentialRangeReader(open(name))
+}
+
+/** Reads of one blob by byte range. Ranges are asked for in increasing, non-overlapping order; each future
+  * completes with a buffer of exactly `length` bytes (position 0), or fails: `EOFException` if the blob is
+  * shorter, otherwise with the store's error. Closing abandons reads still in flight.
+  */
+trait RangeReader extends Closeable {
+  def read(offset: Long, length: Int): CompletableFuture[ByteBuffer]
+}
+
+/** A [[RangeReader]] over one sequential stream: each range is read when asked for, in the caller's thread.
+  */
+final class SequentialRangeReader(in: InputStream) extends RangeReader {
+  private var position = 0L
+
+  override def read(offset: Long, length: Int): CompletableFuture[ByteBuffer] = {
+    require(offset >= position, s"ranges must be asked for in increasing order ($offset < $position)")
+    in.skipNBytes(offset - position)
+    val bytes = in.readNBytes(length)
+    position = offset + bytes.length
+    if (bytes.length < length)
+      CompletableFuture.failedFuture(
+        new java.io.EOFException(s"blob ends at $position, before ${offset + length}")
+      )
+    else CompletableFuture.completedFuture(ByteBuffer.wrap(bytes))
+  }
+
+  override def close(): Unit = in.close()
 }

@@ -1,10 +1,12 @@
 package io.lineagestore.store
 
 import java.io._
-import java.nio.file.{Files, StandardCopyOption}
+import java.nio.ByteBuffer
+import java.nio.channels.FileChannel
+import java.nio.file.{Files, StandardCopyOption, StandardOpenOption}
 import java.security.{DigestInputStream, MessageDigest}
 import java.util.UUID
-import java.util.concurrent.{Callable, ExecutorService}
+import java.util.concurrent.{Callable, CompletableFuture, ExecutionException, ExecutorService}
 import java.util.zip.{ZipEntry, ZipInputStream, ZipOutputStream}
 
 import scala.collection.mutable
@@ -12,8 +14,8 @@ import scala.jdk.CollectionConverters._
 
 import io.lineagestore.format._
 import io.lineagestore.lineage.{CheckpointFile, CheckpointId, Lineage, LineageSource}
-import io.lineagestore.snapshot.{LocalFile, SnapshotPlanner, UploadDecision}
-import io.lineagestore.storage.{BlobNotFoundException, BlobStore}
+import io.lineagestore.snapshot.{LocalFile, RangedDownload, SnapshotPlanner, UploadDecision}
+import io.lineagestore.storage.{BlobNotFoundException, BlobStore, RangeReader}
 
 /** Byte and file counts of one transfer, for metrics. */
 final case class TransferStats(
@@ -46,8 +48,12 @@ final case class TransferStats(
   * }}}
   * A snapshot exists once its zip exists: its shared blobs are all uploaded before the zip is written.
   */
-final class CheckpointFiles(val blobs: BlobStore, val store: StoreIdentity, transferPool: ExecutorService)
-    extends LineageSource {
+final class CheckpointFiles(
+    val blobs: BlobStore,
+    val store: StoreIdentity,
+    transferPool: ExecutorService,
+    ranged: RangedDownload = RangedDownload.Default
+) extends LineageSource {
   import CheckpointFiles._
 
   // ---- deltas ---------------------------------------------------------------------------------------------
@@ -281,18 +287,71 @@ final class CheckpointFiles(val blobs: BlobStore, val store: StoreIdentity, tran
 
   private def download(f: SnapshotFile, dest: File): Unit = {
     val blob = sharedPath(f.blob.get)
-    val in =
-      try blobs.open(blob)
-      catch {
-        case e: BlobNotFoundException =>
-          throw new CorruptCheckpointFileException(
-            blobs.locate(blob),
-            s"it is missing (needed for ${f.name})",
-            e
-          )
-      }
-    try writeVerified(in, dest, f, blobs.locate(blob))
-    finally in.close()
+    def missing(e: BlobNotFoundException) =
+      new CorruptCheckpointFileException(blobs.locate(blob), s"it is missing (needed for ${f.name})", e)
+    val parts = ranged.parts(f.size)
+    if (parts.nonEmpty) {
+      val reader =
+        try blobs.openRanges(blob, f.size)
+        catch { case e: BlobNotFoundException => throw missing(e) }
+      try downloadRanges(reader, parts, dest, f, blobs.locate(blob))
+      catch { case e: BlobNotFoundException => throw missing(e) }
+      finally reader.close()
+    } else {
+      val in =
+        try blobs.open(blob)
+        catch { case e: BlobNotFoundException => throw missing(e) }
+      try writeVerified(in, dest, f, blobs.locate(blob))
+      finally in.close()
+    }
+  }
+
+  /** Reads `parts` with up to `ranged.window` in flight, and checksums and writes each in order as it
+    * arrives: the same checks as [[writeVerified]], the file's bytes read once.
+    */
+  private def downloadRanges(
+      reader: RangeReader,
+      parts: Seq[(Long, Int)],
+      dest: File,
+      f: SnapshotFile,
+      location: String
+  ): Unit = {
+    val tmp = new File(dest.getParentFile, s".${dest.getName}.${UUID.randomUUID()}.tmp")
+    val digest = MessageDigest.getInstance("SHA-256")
+    val inFlight = mutable.Queue.empty[(Long, Int, CompletableFuture[ByteBuffer])]
+    var next = 0
+    def askMore(): Unit = while (next < parts.size && inFlight.size < ranged.window) {
+      val (offset, length) = parts(next)
+      inFlight.enqueue((offset, length, reader.read(offset, length)))
+      next += 1
+    }
+    try {
+      val out = FileChannel.open(tmp.toPath, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE)
+      try {
+        askMore()
+        while (inFlight.nonEmpty) {
+          val (offset, length, pending) = inFlight.dequeue()
+          val data =
+            try pending.get()
+            catch { case e: ExecutionException => throw Option(e.getCause).getOrElse(e) }
+          askMore()
+          if (data.remaining != length) DeltaFile.corrupt(location, s"range at $offset came back short")
+          digest.update(data.duplicate())
+          var at = offset
+          while (data.hasRemaining) at += out.write(data, at)
+        }
+      } finally out.close()
+    } catch {
+      case e: EOFException =>
+        tmp.delete()
+        DeltaFile.corrupt(location, s"it is shorter than the ${f.size} bytes its index gives for ${f.name}")
+      case t: Throwable => tmp.delete(); throw t
+    }
+    if (hex(digest.digest()) != f.sha256) {
+      tmp.delete()
+      DeltaFile.corrupt(location, s"content of ${f.name} does not match its index")
+    }
+    Files.move(tmp.toPath, dest.toPath, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE)
   }
 
   /** Copies `in` to `dest` through a temporary file, checking size and SHA-256 on the fly. */

@@ -22,6 +22,7 @@ import io.lineagestore.config.{InvalidConfigException, LineageConf}
 import io.lineagestore.engine.RocksDbTuning
 import io.lineagestore.format.{DeltaCodec, StoreIdentity}
 import io.lineagestore.lineage.CheckpointId
+import io.lineagestore.snapshot.RangedDownload
 import io.lineagestore.storage.HadoopBlobStore
 import io.lineagestore.store.{
   CheckpointFiles,
@@ -120,7 +121,12 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
     )
     try
       store = new LineageStore(
-        new CheckpointFiles(blobs, identity, transferPool),
+        new CheckpointFiles(
+          blobs,
+          identity,
+          transferPool,
+          RangedDownload.withPartBytes(LineageConf.RangedDownloadPartBytes.from(confs))
+        ),
         localRoot,
         settings,
         crash = InjectedFaults.fromConfs(confs) // test-only; CrashPoints.None unless its confs are set
