@@ -127,8 +127,10 @@ def cell_figures(cell: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
             f[f"{phase}_restore_get_bytes"] = rec["io"][area]["get_bytes"]
             f[f"{phase}_restore_get_requests"] = rec["io"][area]["GET"]
             f[f"{phase}_restore_list_requests"] = rec["io"][area]["LIST"]
+    # every cell has every figure; the raw parallel-GET throughput exists on S3 only (None elsewhere)
     cold = cell.get("restore", {}).get("cold") or {}
     raw = (cold.get("raw_get") or {}).get("bytes_per_s")
+    f["cold_restore_bytes_per_s"] = f["raw_get_bytes_per_s"] = f["cold_restore_fraction_of_raw"] = None
     if cold and f.get("cold_restore_ms"):
         f["cold_restore_bytes_per_s"] = f["cold_restore_get_bytes"] / (f["cold_restore_ms"] / 1000)
         if raw:
