@@ -6,6 +6,7 @@ left byte-for-byte unchanged, and the query restarted on the clone continues wit
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -28,6 +29,19 @@ def _etags(h, prefix: str) -> dict[str, str]:
     return out
 
 
+def _stable_etags(h, prefix: str, quiet_s: float = 2.0, timeout_s: float = 60.0) -> dict[str, str]:
+    """The listing of ``prefix`` once two listings ``quiet_s`` apart agree."""
+    deadline = time.monotonic() + timeout_s
+    last = _etags(h, prefix)
+    while True:
+        time.sleep(quiet_s)
+        now = _etags(h, prefix)
+        if now == last:
+            return now
+        assert time.monotonic() < deadline, f"{prefix} kept changing for {timeout_s} s"
+        last = now
+
+
 @pytest.mark.parametrize("provider", ["lineagestore"], indirect=True)
 def test_clone_on_s3_copies_server_side_and_the_clone_restarts(
     spark, provider, s3_server, s3_bucket, tmp_path, capsys
@@ -42,7 +56,9 @@ def test_clone_on_s3_copies_server_side_and_the_clone_restarts(
     getattr(
         getattr(spark._jvm.org.apache.spark.sql.execution.streaming.state, "StateStore$"), "MODULE$"
     ).unloadAll()
-    source_before = _etags(h, "source")
+    # a snapshot upload already running on the maintenance thread may still land after unloadAll: take the
+    # source's listing once it has stopped changing (clone copies what it lists; a later zip is optional)
+    source_before = _stable_etags(h, "source")
     assert any(k.startswith("state/") and k.endswith(".delta") for k in source_before)
 
     hadoop_args = [
