@@ -2,7 +2,6 @@ package io.lineagestore.store
 
 import java.io.File
 import java.util.concurrent.ConcurrentLinkedQueue
-import java.util.concurrent.atomic.AtomicLong
 
 import scala.collection.mutable
 import scala.jdk.CollectionConverters._
@@ -12,23 +11,6 @@ import org.rocksdb.WriteBatch
 import io.lineagestore.engine.{CloseableIterator, LocalRocksDb}
 import io.lineagestore.format.SnapshotIndex
 import io.lineagestore.lineage._
-
-/** Counters a store exposes as metrics; all cumulative over the store's life unless named "last". */
-final class StoreCounters {
-  val bytesUploaded = new AtomicLong
-  val filesUploaded = new AtomicLong
-  val bytesReused = new AtomicLong
-  val filesReused = new AtomicLong
-  val bytesDownloaded = new AtomicLong
-  val filesDownloaded = new AtomicLong
-  val snapshotsUploaded = new AtomicLong
-  val deltasReplayed = new AtomicLong
-  val filesDeleted = new AtomicLong
-  val lastLoadMs = new AtomicLong
-  val lastCommitMs = new AtomicLong
-  val lastSnapshotUploadMs = new AtomicLong
-  val lastDeltaBytes = new AtomicLong
-}
 
 /** One store's state: a local RocksDB ([[LocalRocksDb]]) and its unforkable lineage of checkpoints in a blob
   * store ([[CheckpointFiles]]). This class sequences load, commit, snapshot and clean-up; what to load,
@@ -513,15 +495,11 @@ final class LineageStore(
     record.foreach(CleanCloseRecord.write(localRoot, _))
   }
 
-  private def deleteRecursively(f: File): Unit = {
-    if (f.isDirectory) Option(f.listFiles()).getOrElse(Array.empty[File]).foreach(deleteRecursively)
-    f.delete()
-  }
-
   private[store] def frozenIds: Seq[CheckpointId] = frozen.asScala.map(_.id).toSeq
 }
 
 private[store] object LineageStore {
+  private def deleteRecursively(f: File): Unit = LocalDirectories.deleteRecursively(f)
 
   /** Hashes of files in the local DB directory, valid until the directory is replaced by a restore. */
   private[store] final class Generation(val hashes: mutable.Map[String, (Long, String)])

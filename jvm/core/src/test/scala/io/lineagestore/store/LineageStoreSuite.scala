@@ -3,11 +3,9 @@ package io.lineagestore.store
 import java.io.File
 import java.nio.charset.StandardCharsets.UTF_8
 import java.nio.file.Files
-import java.util.concurrent.Executors
 
 import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
-import org.scalatest.BeforeAndAfterEach
 import org.scalatest.funsuite.AnyFunSuite
 
 import io.lineagestore.engine.PendingWritesLimitException
@@ -16,46 +14,24 @@ import io.lineagestore.lineage.{CheckpointId, LoadBase}
 import io.lineagestore.storage.HadoopBlobStore
 
 /** The store against a real RocksDB and a real (local) Hadoop filesystem. */
-class LineageStoreSuite extends AnyFunSuite with BeforeAndAfterEach {
-  private var tmp: File = _
-  private val pool = Executors.newFixedThreadPool(4)
-  private val D = ColumnFamilies.DefaultId
-  private val open = scala.collection.mutable.Buffer.empty[LineageStore]
+class LineageStoreSuite extends AnyFunSuite with StoreFixture {
+  override protected def defaultSettings: StoreSettings =
+    StoreSettings(minDeltasForSnapshot = 1000, minVersionsToRetain = 5)
 
-  override def beforeEach(): Unit = tmp = Files.createTempDirectory("lineagestore-test").toFile
-  override def afterEach(): Unit = { open.foreach(_.close()); open.clear() }
-
-  private def remote = new File(tmp, "remote")
-  private def files =
-    new CheckpointFiles(
-      new HadoopBlobStore(new Path(remote.toURI), new Configuration()),
-      StoreIdentity(0, 0, "default"),
-      pool
-    )
-  private def newStore(
-      settings: StoreSettings = StoreSettings(minDeltasForSnapshot = 1000, minVersionsToRetain = 5)
-  ) = {
-    val s = new LineageStore(files, Files.createTempDirectory(tmp.toPath, "local").toFile, settings)
-    open += s
-    s
+  /** A hook that, the first time an upload reaches the step between its blobs and its zip while `armed()`,
+    * runs `store().cleanup()` on another thread (as Spark's maintenance may while close() uploads) and
+    * records what it deleted, followed by "ran".
+    */
+  private final class CleanupMidUpload(store: () => LineageStore, armed: () => Boolean = () => true)
+      extends CrashPoints {
+    @volatile var deleted = Seq.empty[String]
+    override def at(step: CrashPoints.Step): Unit =
+      if (step == CrashPoints.SnapshotAfterBlobs && deleted.isEmpty && armed()) {
+        val t = new Thread(() => deleted = store().cleanup() :+ "ran")
+        t.start()
+        t.join()
+      }
   }
-  private def b(s: String) = s.getBytes(UTF_8)
-  private def contents(s: LineageStore): Map[String, String] = {
-    val it = s.scan(D, Array.emptyByteArray, null)
-    try it.map { case (k, v) => new String(k, UTF_8) -> new String(v, UTF_8) }.toMap
-    finally it.close()
-  }
-  private def commitBatch(
-      s: LineageStore,
-      puts: Map[String, String],
-      deletes: Seq[String] = Nil
-  ): CheckpointId = {
-    puts.foreach { case (k, v) => s.put(D, b(k), b(v)) }
-    deletes.foreach(k => s.delete(D, b(k)))
-    s.commit(CheckpointId.newUniqueId())
-  }
-  private def remoteNames: Set[String] =
-    Option(remote.list()).map(_.toSet).getOrElse(Set.empty).filterNot(_.endsWith(".crc"))
 
   test("commits survive a restart on a fresh local directory") {
     val s = newStore()
@@ -207,20 +183,11 @@ class LineageStoreSuite extends AnyFunSuite with BeforeAndAfterEach {
     "clean-up running while a snapshot upload is in flight deletes none of its blobs, even with no grace"
   ) {
     var store: LineageStore = null
-    var deletedMidUpload = Seq.empty[String]
-    // between the upload's blobs and its zip, clean-up (with an orphan sweep and a zero grace period) runs on
-    // another thread, as Spark's maintenance may while close() uploads
-    val midUpload: CrashPoints = (step: CrashPoints.Step) =>
-      if (step == CrashPoints.SnapshotAfterBlobs && deletedMidUpload.isEmpty) {
-        val t = new Thread(() => deletedMidUpload = store.cleanup() :+ "ran")
-        t.start()
-        t.join()
-      }
+    // between the upload's blobs and its zip, clean-up (with an orphan sweep and a zero grace period) runs
+    val midUpload = new CleanupMidUpload(() => store)
     val settings =
       StoreSettings(minDeltasForSnapshot = 1000, minVersionsToRetain = 2, orphanGracePeriodMs = 0)
-    store =
-      new LineageStore(files, Files.createTempDirectory(tmp.toPath, "local").toFile, settings, midUpload)
-    open += store
+    store = newStore(settings, crash = midUpload)
     store.load(CheckpointId.Empty)
     var last = CheckpointId.Empty
     for (i <- 1 to 4) {
@@ -228,8 +195,8 @@ class LineageStoreSuite extends AnyFunSuite with BeforeAndAfterEach {
     }
     store.freezeNow()
     store.uploadSnapshots()
-    assert(deletedMidUpload.lastOption.contains("ran"))
-    assert(!deletedMidUpload.exists(_.startsWith("shared/")), deletedMidUpload)
+    assert(midUpload.deleted.lastOption.contains("ran"))
+    assert(!midUpload.deleted.exists(_.startsWith("shared/")), midUpload.deleted)
     val fresh = newStore()
     fresh.load(last)
     assert(contents(fresh).size == 200)
@@ -239,28 +206,15 @@ class LineageStoreSuite extends AnyFunSuite with BeforeAndAfterEach {
     "a clean-up that meets an upload in flight keeps expired snapshots and lists nothing; the next deletes them"
   ) {
     val lists = new java.util.concurrent.atomic.AtomicInteger
-    val counted = new CheckpointFiles(
-      new HadoopBlobStore(new Path(remote.toURI), new Configuration()) {
-        override def list(dir: String) = { lists.incrementAndGet(); super.list(dir) }
-      },
-      StoreIdentity(0, 0, "default"),
-      pool
-    )
+    val counted = filesOn(new HadoopBlobStore(new Path(remote.toURI), new Configuration()) {
+      override def list(dir: String) = { lists.incrementAndGet(); super.list(dir) }
+    })
     var store: LineageStore = null
     @volatile var armed = false
-    var deletedMidUpload = Seq.empty[String]
-    val midUpload: CrashPoints = (step: CrashPoints.Step) =>
-      if (step == CrashPoints.SnapshotAfterBlobs && armed) {
-        armed = false
-        val t = new Thread(() => deletedMidUpload = store.cleanup() :+ "ran")
-        t.start()
-        t.join()
-      }
+    val midUpload = new CleanupMidUpload(() => store, () => armed)
     val settings =
       StoreSettings(minDeltasForSnapshot = 1000, minVersionsToRetain = 2, orphanGracePeriodMs = 0)
-    store =
-      new LineageStore(counted, Files.createTempDirectory(tmp.toPath, "local").toFile, settings, midUpload)
-    open += store
+    store = newStore(settings, counted, midUpload)
     store.load(CheckpointId.Empty)
     def batch(i: Int, snapshot: Boolean): CheckpointId = {
       val id = commitBatch(store, (1 to 50).map(j => s"k$i-$j" -> "v").toMap)
@@ -275,8 +229,8 @@ class LineageStoreSuite extends AnyFunSuite with BeforeAndAfterEach {
     batch(5, snapshot = false)
     armed = true
     val head = batch(6, snapshot = true) // clean-up runs between this upload's blobs and its zip
-    assert(deletedMidUpload.lastOption.contains("ran"))
-    assert(!deletedMidUpload.exists(n => n.endsWith(".zip") || n.startsWith("shared/")), deletedMidUpload)
+    assert(midUpload.deleted.lastOption.contains("ran"))
+    assert(!midUpload.deleted.exists(n => n.endsWith(".zip") || n.startsWith("shared/")), midUpload.deleted)
     assert(remoteNames.contains(ids(2).snapshotFileName), "the expired snapshot stays while uploads run")
     val deleted = store.cleanup()
     assert(deleted.contains(ids(2).snapshotFileName), deleted)
@@ -335,14 +289,8 @@ class LineageStoreSuite extends AnyFunSuite with BeforeAndAfterEach {
     val s = newStore()
     s.load(CheckpointId.Empty)
     val v1 = commitBatch(s, Map("a" -> "1"))
-    val foreign =
-      new CheckpointFiles(
-        new HadoopBlobStore(new Path(remote.toURI), new Configuration()),
-        StoreIdentity(0, 1, "default"),
-        pool
-      )
-    val other = new LineageStore(foreign, Files.createTempDirectory(tmp.toPath, "x").toFile, StoreSettings())
-    open += other
+    val foreign = new CheckpointFiles(remoteBlobs, StoreIdentity(0, 1, "default"), pool)
+    val other = newStore(StoreSettings(), foreign)
     val e = intercept[CorruptCheckpointFileException](other.load(v1))
     assert(e.getMessage.contains("partition 0"))
   }

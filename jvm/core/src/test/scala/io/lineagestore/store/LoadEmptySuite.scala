@@ -1,58 +1,17 @@
 package io.lineagestore.store
 
-import java.io.File
-import java.nio.charset.StandardCharsets.UTF_8
 import java.nio.file.Files
-import java.util.concurrent.Executors
 
-import org.apache.hadoop.conf.Configuration
-import org.apache.hadoop.fs.Path
-import org.scalatest.BeforeAndAfterEach
 import org.scalatest.funsuite.AnyFunSuite
 
-import io.lineagestore.format.StoreIdentity
 import io.lineagestore.lineage.{CheckpointId, LoadBase}
-import io.lineagestore.storage.HadoopBlobStore
 
 /** `loadEmpty`: a store rewritten from scratch at some version (offline repartitioning) against a real
   * RocksDB and a real local Hadoop filesystem. State of the older lineage must never come back.
   */
-class LoadEmptySuite extends AnyFunSuite with BeforeAndAfterEach {
-  private var tmp: File = _
-  private val pool = Executors.newFixedThreadPool(4)
-  private val D = ColumnFamilies.DefaultId
-  private val open = scala.collection.mutable.Buffer.empty[LineageStore]
-
-  override def beforeEach(): Unit = tmp = Files.createTempDirectory("lineagestore-loadempty").toFile
-  override def afterEach(): Unit = { open.foreach(_.close()); open.clear() }
-
-  private def remote = new File(tmp, "remote")
-  private def files =
-    new CheckpointFiles(
-      new HadoopBlobStore(new Path(remote.toURI), new Configuration()),
-      StoreIdentity(0, 0, "default"),
-      pool
-    )
-  private def newStore(
-      settings: StoreSettings = StoreSettings(minDeltasForSnapshot = 2, minVersionsToRetain = 3)
-  ) = {
-    val s = new LineageStore(files, Files.createTempDirectory(tmp.toPath, "local").toFile, settings)
-    open += s
-    s
-  }
-  private def b(s: String) = s.getBytes(UTF_8)
-  private def contents(s: LineageStore): Map[String, String] = {
-    val it = s.scan(D, Array.emptyByteArray, null)
-    try it.map { case (k, v) => new String(k, UTF_8) -> new String(v, UTF_8) }.toMap
-    finally it.close()
-  }
-  private def commitBatch(s: LineageStore, puts: Map[String, String], deletes: Seq[String] = Nil) = {
-    puts.foreach { case (k, v) => s.put(D, b(k), b(v)) }
-    deletes.foreach(k => s.delete(D, b(k)))
-    s.commit(CheckpointId.newUniqueId())
-  }
-  private def remoteNames: Set[String] =
-    Option(remote.list()).map(_.toSet).getOrElse(Set.empty).filterNot(_.endsWith(".crc"))
+class LoadEmptySuite extends AnyFunSuite with StoreFixture {
+  override protected def defaultSettings: StoreSettings =
+    StoreSettings(minDeltasForSnapshot = 2, minVersionsToRetain = 3)
 
   /** Old lineage 1..5 with a snapshot at 4 and key "stale"; then loadEmpty(5) + commit: version 6. */
   private def repartitioned(): (LineageStore, Seq[CheckpointId], CheckpointId) = {
@@ -107,11 +66,10 @@ class LoadEmptySuite extends AnyFunSuite with BeforeAndAfterEach {
   test("a restart after close resumes at the fresh start without the old state") {
     val (s, _, fresh) = repartitioned()
     val dir = Files.createTempDirectory(tmp.toPath, "reused").toFile
-    val a = new LineageStore(files, dir, StoreSettings(minDeltasForSnapshot = 2, minVersionsToRetain = 3))
+    val a = new LineageStore(files, dir, defaultSettings)
     a.load(fresh)
     a.close()
-    val again = new LineageStore(files, dir, StoreSettings(minDeltasForSnapshot = 2, minVersionsToRetain = 3))
-    open += again
+    val again = newStore(local = dir)
     assert(again.load(fresh).isNoOp)
     assert(contents(again) == Map("kept" -> "new"))
     assert(s.loadedCheckpoint.contains(fresh))

@@ -28,17 +28,23 @@ class CheckpointToolsSuite extends AnyFunSuite with BeforeAndAfterEach {
   private def c(v: Long) = CheckpointId(v, s"c$v")
   private val orphan = CheckpointId(4, "x4")
 
+  /** A store writing into [[storeDir]] (snapshots every 2 versions, nothing cleaned up), on a new local dir.
+    */
+  private def storeWriter(): LineageStore = new LineageStore(
+    new CheckpointFiles(
+      new HadoopBlobStore(new Path(storeDir.toURI), new Configuration()),
+      StoreIdentity(0, 0, "default"),
+      pool
+    ),
+    Files.createTempDirectory(tmp.toPath, "local").toFile,
+    StoreSettings(minDeltasForSnapshot = 2, minVersionsToRetain = 100)
+  )
+
   /** Versions 1..6 committed (c1..c6), snapshots at 2, 4 and 6, and a losing attempt x4 with its own
     * snapshot. Returns the commit log (batch b committed version b + 1).
     */
   private def writeStore(): Seq[CommitLogEntry] = {
-    val files = new CheckpointFiles(
-      new HadoopBlobStore(new Path(storeDir.toURI), new Configuration()),
-      StoreIdentity(0, 0, "default"),
-      pool
-    )
-    val local = Files.createTempDirectory(tmp.toPath, "local").toFile
-    val s = new LineageStore(files, local, StoreSettings(minDeltasForSnapshot = 2, minVersionsToRetain = 100))
+    val s = storeWriter()
     try {
       s.load(CheckpointId.Empty)
       for (v <- 1L to 6L) {
@@ -124,13 +130,7 @@ class CheckpointToolsSuite extends AnyFunSuite with BeforeAndAfterEach {
 
   test("a repartitioned store: inspect marks the fresh start, verify passes, gc keeps what loads need") {
     val log = writeStore()
-    val files = new CheckpointFiles(
-      new HadoopBlobStore(new Path(storeDir.toURI), new Configuration()),
-      StoreIdentity(0, 0, "default"),
-      pool
-    )
-    val local = Files.createTempDirectory(tmp.toPath, "local").toFile
-    val s = new LineageStore(files, local, StoreSettings(minDeltasForSnapshot = 2, minVersionsToRetain = 100))
+    val s = storeWriter()
     val fresh = CheckpointId(7, "f7")
     try {
       s.loadEmpty(6)

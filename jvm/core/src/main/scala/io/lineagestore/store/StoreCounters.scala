@@ -1,0 +1,20 @@
+package io.lineagestore.store
+
+import java.util.concurrent.atomic.AtomicLong
+
+/** Counters a store exposes as metrics; all cumulative over the store's life unless named "last". */
+final class StoreCounters {
+  val bytesUploaded = new AtomicLong
+  val filesUploaded = new AtomicLong
+  val bytesReused = new AtomicLong
+  val filesReused = new AtomicLong
+  val bytesDownloaded = new AtomicLong
+  val filesDownloaded = new AtomicLong
+  val snapshotsUploaded = new AtomicLong
+  val deltasReplayed = new AtomicLong
+  val filesDeleted = new AtomicLong
+  val lastLoadMs = new AtomicLong
+  val lastCommitMs = new AtomicLong
+  val lastSnapshotUploadMs = new AtomicLong
+  val lastDeltaBytes = new AtomicLong
+}
