@@ -125,6 +125,7 @@ final class CheckpointFiles(
   /** Uploads the frozen RocksDB checkpoint in `dir` as snapshot `id`, reusing every shared blob of `base`
     * that holds identical content, uploading the rest in parallel, and writing the zip last. `knownHashes`
     * gives the SHA-256 of files already known (name -> (size, hash)) and receives those computed here.
+    * `blobWritten` hears of each new shared blob once it is written (pending until the zip is).
     */
   def uploadSnapshot(
       id: CheckpointId,
@@ -132,6 +133,7 @@ final class CheckpointFiles(
       dir: File,
       base: Option[SnapshotIndex],
       knownHashes: mutable.Map[String, (Long, String)],
+      blobWritten: String => Unit = _ => (),
       afterBlobs: () => Unit = () => ()
   ): (SnapshotIndex, TransferStats) = {
     val localFiles = Option(dir.listFiles()).getOrElse(Array.empty[File]).filter(_.isFile).sortBy(_.getName)
@@ -159,6 +161,7 @@ final class CheckpointFiles(
             try in.transferTo(out)
             finally in.close()
           }
+          blobWritten(blob)
           val h = hex(digest.digest())
           knownHashes.synchronized(knownHashes(f.name) = (f.size, h))
           SnapshotFile(f.name, f.size, h, Some(blob))

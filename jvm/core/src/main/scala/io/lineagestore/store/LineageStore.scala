@@ -18,7 +18,8 @@ import io.lineagestore.lineage._
   *
   * Threads: one task at a time calls load/read/write/commit/abort (Spark's contract); Spark's maintenance
   * thread calls [[uploadSnapshots]] and [[cleanup]] concurrently. They share only the frozen-checkpoint
-  * queue, the committed head and the per-generation hash caches, all safe for that.
+  * queue, the per-generation hash caches, [[PendingBlobs]] and what [[LineageCleanup]] knows, all safe for
+  * that.
   */
 final class LineageStore(
     files: CheckpointFiles,
@@ -64,15 +65,8 @@ final class LineageStore(
   // uploads hold it shared; clean-up deletes blobs only if it gets it exclusively (see cleanup)
   private val uploadsVsBlobDeletion = new java.util.concurrent.locks.ReentrantReadWriteLock()
   @volatile private var lastUploaded: Option[SnapshotIndex] = None
-  // committed lineage (version -> unique ID) as far as known, and its head: the newest checkpoint Spark loaded
-  private val committed = mutable.Map.empty[Long, String]
-  @volatile private var committedHead: Option[CheckpointId] = None
-  // the committed checkpoint whose delta starts from the empty state, when the committed lineage has one
-  @volatile private var committedFreshStart: Option[CheckpointId] = None
-  // clean-up's knowledge of which checkpoint files exist and of snapshot indexes already read
-  private val knownFiles = mutable.Set.empty[CheckpointFile]
-  private val indexCache = mutable.Map.empty[CheckpointId, SnapshotIndex]
-  private var cleanupsSinceSweep = Int.MaxValue
+  val pendingBlobs = new PendingBlobs
+  private val cleanups = new LineageCleanup(files, settings, crash, clock, pendingBlobs)
 
   // resume from the record when the DB holds exactly the SSTs it lists
   cleanClose.filter(_.liveSsts == db.liveSstSizes).foreach { r =>
@@ -102,7 +96,7 @@ final class LineageStore(
           None // local directory state unknown: the next load starts from a snapshot or the empty state
         throw t
     }
-    noteCommitted(target, plan)
+    cleanups.loaded(target, plan)
     counters.lastLoadMs.set(clock() - start)
     plan
   }
@@ -128,11 +122,7 @@ final class LineageStore(
     loaded = Some(CheckpointId.Empty)
     columnFamilies.reload()
     // what was committed before is another lineage now: clean-up waits for the next load to learn the new one
-    committed.synchronized {
-      committed.clear()
-      committedHead = None
-      committedFreshStart = None
-    }
+    cleanups.forgetCommitted()
     counters.lastLoadMs.set(clock() - start)
   }
 
@@ -157,7 +147,7 @@ final class LineageStore(
           val (index, stats) = files.restoreSnapshot(s, dbDir, hashes)
           generation = new Generation(hashes)
           lastUploaded = Some(index)
-          indexCache(s) = index
+          cleanups.indexKnown(s, index)
           counters.filesDownloaded.addAndGet(stats.filesMoved)
           counters.bytesDownloaded.addAndGet(stats.bytesMoved)
           counters.filesReused.addAndGet(stats.filesReused)
@@ -268,7 +258,7 @@ final class LineageStore(
     else if (settings.flushAheadOfFreeze && sinceSnapshot + 1 >= settings.minDeltasForSnapshot)
       db.flushInBackground()
     counters.lastCommitMs.set(clock() - start)
-    knownFiles.synchronized(knownFiles += CheckpointFile(id, CheckpointId.Delta))
+    cleanups.fileWritten(CheckpointFile(id, CheckpointId.Delta))
     require(records >= 0)
     id
   }
@@ -316,11 +306,13 @@ final class LineageStore(
             next.dir,
             lastUploaded.orElse(presumedBase(next)),
             next.gen.hashes,
+            pendingBlobs.written,
             () => crash.at(CrashPoints.SnapshotAfterBlobs)
           )
+        pendingBlobs.referenced(index.sharedBlobs)
         crash.at(CrashPoints.SnapshotAfterZip)
         lastUploaded = Some(index)
-        indexCache.synchronized(indexCache(next.id) = index)
+        cleanups.indexKnown(next.id, index)
         counters.filesUploaded.addAndGet(stats.filesMoved)
         counters.bytesUploaded.addAndGet(stats.bytesMoved)
         counters.filesReused.addAndGet(stats.filesReused)
@@ -328,7 +320,7 @@ final class LineageStore(
         counters.snapshotsUploaded.incrementAndGet()
         n += 1
       }
-      knownFiles.synchronized(knownFiles += CheckpointFile(next.id, CheckpointId.Snapshot))
+      cleanups.fileWritten(CheckpointFile(next.id, CheckpointId.Snapshot))
       frozen.poll()
       deleteRecursively(next.dir)
       counters.lastSnapshotUploadMs.set(clock() - start)
@@ -341,130 +333,27 @@ final class LineageStore(
     * checkpoint's lineage presumes (the oldest ancestor), if it exists; one small read.
     */
   private def presumedBase(f: Frozen): Option[SnapshotIndex] =
-    f.ancestors.lastOption.filter(a => !a.isEmptyState && files.hasSnapshot(a)).flatMap(readIndex)
+    f.ancestors.lastOption.filter(a => !a.isEmptyState && files.hasSnapshot(a)).flatMap(cleanups.readIndex)
 
   def frozenCount: Int = frozen.size
 
   /** Version of the last snapshot this store uploaded or restored. */
   def lastUploadedVersion: Option[Long] = lastUploaded.map(_.checkpoint.version)
 
-  private def noteCommitted(head: CheckpointId, plan: LoadPlan): Unit = committed.synchronized {
-    if (!head.isEmptyState) {
-      committed(head.version) = head.uniqueId
-      plan.lineage.foreach(a => committed(a.version) = a.uniqueId)
-      // a newer head may disagree with what an older load believed: versions above it are not committed
-      committed.keys.filter(_ > head.version).toSeq.foreach(committed.remove)
-      plan.freshStart.foreach(noteFreshStart)
-      if (committedFreshStart.exists(f => !committed.get(f.version).contains(f.uniqueId)))
-        committedFreshStart = None
-      committedHead = Some(head)
-    }
-  }
-
-  /** The committed lineage starts afresh at `f`: versions below it belong to another lineage. */
-  private def noteFreshStart(f: CheckpointId): Unit = committed.synchronized {
-    committed.keys.filter(_ < f.version).toSeq.foreach(committed.remove)
-    committedFreshStart = Some(f)
-  }
-
-  /** Deletes what the committed lineage no longer needs: files of versions below the snapshot base of the
-    * oldest retained version, losing attempts that left the retention window, and shared blobs no retained
-    * snapshot references. Lists the store only on the first run and every `orphanSweepEveryCleanups` runs
-    * (the orphan sweep, which also removes unreferenced blobs older than the grace period).
+  /** Deletes what the committed lineage no longer needs (see [[LineageCleanup.run]]). Returns the paths
+    * deleted.
     */
   def cleanup(): Seq[String] = {
-    val head = committedHead.getOrElse(return Nil)
     // Blobs are deleted only while no snapshot upload of this store is in flight: an upload's new blobs are
     // referenced by no zip until it finishes, and the sweep must not take them for crash leftovers however
     // short the grace period (seen in the soak with a 3 s grace). Other processes rely on the grace period.
     val uploadsPaused = uploadsVsBlobDeletion.writeLock().tryLock()
-    try cleanupWith(head, mayDeleteBlobs = uploadsPaused)
-    finally if (uploadsPaused) uploadsVsBlobDeletion.writeLock().unlock()
-  }
-
-  private def cleanupWith(head: CheckpointId, mayDeleteBlobs: Boolean): Seq[String] = {
-    // the sweep waits for a run that may delete blobs: it is the one listing, not to be spent on nothing
-    val sweep = mayDeleteBlobs && cleanupsSinceSweep >= settings.orphanSweepEveryCleanups
-    if (sweep) {
-      val listed = files.listCheckpointFiles()
-      knownFiles.synchronized { knownFiles.clear(); knownFiles ++= listed }
-      cleanupsSinceSweep = 0
-    } else if (mayDeleteBlobs) cleanupsSinceSweep += 1
-    val existing = knownFiles.synchronized(knownFiles.toSeq)
-    val chain = extendCommittedLineage(head, existing)
-    val plan =
-      RetentionPlanner.plan(head, chain, existing, settings.minVersionsToRetain, committedFreshStart)
-    val (expiredSnapshots, droppedDeltas) = plan.delete.partition(_.kind == CheckpointId.Snapshot)
-    // While an upload is in flight no blob may go, so expired snapshots stay too (until a later clean-up):
-    // deleting their zips now would lose the indexes that say which blobs they leave unreferenced, and
-    // finding those again would take a listing (the orphan sweep).
-    val droppedSnapshots = if (mayDeleteBlobs) expiredSnapshots else Nil
-    val dropped = droppedSnapshots.flatMap(f => readIndex(f.id))
-    val retainedRead = plan.retainedSnapshots.map(id => id -> readIndex(id))
-    val retained = retainedRead.flatMap(_._2)
-    // A retained snapshot whose index cannot be read right now (a transient store error, or damage) may
-    // reference any blob: delete no blob this time, as the gc tool does (StoreCleaner). Zips and deltas
-    // below the window are still deleted; their blobs wait for a later clean-up or the orphan sweep.
-    val blobsKnown = mayDeleteBlobs && retainedRead.forall(_._2.isDefined)
-    val blobs =
-      if (blobsKnown) io.lineagestore.snapshot.SnapshotPlanner.unreferencedBlobs(dropped, retained)
-      else Set.empty[String]
-    val deleted = mutable.ArrayBuffer.empty[String]
-    def delFile(f: CheckpointFile): Unit = { files.deleteCheckpointFile(f); deleted += f.name }
-    def delBlob(b: String): Unit = { files.deleteSharedBlob(b); deleted += CheckpointFiles.sharedPath(b) }
-    // zips first: a crash then leaves at most unreferenced blobs, which the orphan sweep removes
-    droppedSnapshots.foreach(delFile)
-    crash.at(CrashPoints.CleanupAfterZips)
-    blobs.toSeq.sorted.foreach(delBlob)
-    crash.at(CrashPoints.CleanupAfterBlobs)
-    droppedDeltas.foreach(delFile)
-    crash.at(CrashPoints.CleanupAfterDeltas)
-    if (sweep && blobsKnown) sweepOrphanBlobs(retained).foreach(delBlob)
-    // a retained index could not be read: sweep next time, which finds the blobs skipped now
-    if (mayDeleteBlobs && !blobsKnown) cleanupsSinceSweep = Int.MaxValue
-    knownFiles.synchronized { knownFiles --= droppedSnapshots; knownFiles --= droppedDeltas }
-    indexCache.synchronized(droppedSnapshots.foreach(f => indexCache.remove(f.id)))
+    val deleted =
+      try cleanups.run(mayDeleteBlobs = uploadsPaused)
+      finally if (uploadsPaused) uploadsVsBlobDeletion.writeLock().unlock()
     counters.filesDeleted.addAndGet(deleted.size)
-    deleted.toSeq
+    deleted
   }
-
-  /** Shared blobs referenced by no existing snapshot and older than the grace period (crash leftovers). */
-  private def sweepOrphanBlobs(retained: Seq[SnapshotIndex]): Seq[String] = {
-    val referenced = retained.flatMap(_.sharedBlobs).toSet
-    val cutoff = clock() - settings.orphanGracePeriodMs
-    files.listSharedBlobs().filter(b => !referenced(b.name) && b.modificationTimeMs < cutoff).map(_.name)
-  }
-
-  /** Committed lineage down to a snapshot at or below the oldest retained version, reading delta headers. */
-  private def extendCommittedLineage(head: CheckpointId, existing: Seq[CheckpointFile]): Map[Long, String] = {
-    val snapshots = existing.filter(_.kind == CheckpointId.Snapshot).map(_.id).toSet
-    val oldestRetained = math.max(1L, head.version - settings.minVersionsToRetain + 1)
-    committed.synchronized {
-      def reachedBase: Boolean = {
-        val known = committed.filter(_._1 <= oldestRetained)
-        known.exists { case (v, id) => snapshots(CheckpointId(v, id)) } || committed.contains(1L) ||
-        committedFreshStart.isDefined
-      }
-      var guard = 0
-      while (!reachedBase && guard < 1000) {
-        guard += 1
-        val oldest = CheckpointId(committed.minBy(_._1)._1, committed.minBy(_._1)._2)
-        files.lineageOf(oldest) match {
-          case Some(l) if l.fromEmpty          => noteFreshStart(oldest)
-          case Some(l) if l.ancestors.nonEmpty => l.ancestors.foreach(x => committed(x.version) = x.uniqueId)
-          case _                               => guard = Int.MaxValue
-        }
-      }
-      committed.toMap
-    }
-  }
-
-  private def readIndex(id: CheckpointId): Option[SnapshotIndex] =
-    indexCache.synchronized(indexCache.get(id)).orElse {
-      val read = scala.util.Try(files.readSnapshotIndex(id)).toOption
-      read.foreach(i => indexCache.synchronized(indexCache(id) = i))
-      read
-    }
 
   // ---- metrics and life cycle -----------------------------------------------------------------------------
 

@@ -19,6 +19,8 @@ private[spark] object LineageMetrics {
   val SnapshotsUploaded = sum("lineagestoreSnapshotsUploaded", "snapshots uploaded")
   val FilesDeleted = sum("lineagestoreFilesDeleted", "files deleted by clean-up")
   val PendingSnapshots = sum("lineagestorePendingSnapshots", "frozen snapshots waiting for upload (lag)")
+  val PendingBlobs =
+    sum("lineagestorePendingBlobs", "shared blobs no snapshot references yet (uploads in flight, leftovers)")
   val DeltaBytes = sum("lineagestoreDeltaBytes", "uncommitted bytes written by the last commit")
   val LoadMs = timing("lineagestoreLoadMs", "time to load the version a batch started from")
   val CommitMs = timing("lineagestoreCommitMs", "time to commit (delta upload + local apply)")
@@ -35,6 +37,7 @@ private[spark] object LineageMetrics {
     SnapshotsUploaded,
     FilesDeleted,
     PendingSnapshots,
+    PendingBlobs,
     DeltaBytes,
     LoadMs,
     CommitMs,
@@ -56,6 +59,7 @@ private[spark] object LineageMetrics {
       SnapshotsUploaded -> c.snapshotsUploaded.get,
       FilesDeleted -> c.filesDeleted.get,
       PendingSnapshots -> store.frozenCount.toLong,
+      PendingBlobs -> store.pendingBlobs.count.toLong,
       DeltaBytes -> c.lastDeltaBytes.get,
       LoadMs -> c.lastLoadMs.get,
       CommitMs -> c.lastCommitMs.get,
