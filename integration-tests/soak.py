@@ -45,93 +45,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from soak_oracle import batch_files, compare, list_all, make_batches
+
 HERE = Path(__file__).resolve()
 GRACE_MS = 3000  # the store's orphanGracePeriodMs in the soak (docs/configuration.md)
 MIN_BATCHES_TO_RETAIN = 10  # spark.sql.streaming.minBatchesToRetain in the child
-
-
-# ------------------------------------------------------------------------------------------ the data
-def event(event_id: int) -> dict[str, Any]:
-    """Every occurrence of an id is the same row, so dropDuplicates keeps a well-defined row."""
-    return {"id": event_id, "k": f"k{event_id % 13}", "v": event_id % 97 + 1}
-
-
-def make_batches(seed: int, batches: int, rows: int = 25, ids: int = 600) -> list[list[dict]]:
-    rnd = random.Random(seed)
-    return [[event(rnd.randrange(ids)) for _ in range(rows)] for _ in range(batches)]
-
-
-def oracle(batches: list[list[dict]]) -> dict[int, list[tuple]]:
-    """Per batch (its input rows): sorted (k, count, sum) of every key that got a new distinct id in it."""
-    seen: set[int] = set()
-    totals: dict[str, list[int]] = {}
-    out: dict[int, list[tuple]] = {}
-    for b, rows in enumerate(batches):
-        touched = set()
-        for r in rows:
-            if r["id"] in seen:
-                continue
-            seen.add(r["id"])
-            acc = totals.setdefault(r["k"], [0, 0])
-            acc[0] += 1
-            acc[1] += r["v"]
-            touched.add(r["k"])
-        out[b] = sorted((k, totals[k][0], totals[k][1]) for k in touched)
-    return out
-
-
-def batch_files(client, bucket: str) -> dict[int, list[int]]:
-    """Which input files (by number) each committed micro-batch (``commits/<n>``) read, from the checkpoint.
-
-    Usually batch n reads file n, but not always: a process killed after the file source logged its next
-    file (``sources/0/<n>``) and before the offset log entry of that batch makes the restarted batch read
-    the logged file and the next one (Spark's file source, by design). So the oracle follows the offset log
-    (``logOffset`` of the file source per batch) and the source log (files per source log entry).
-    """
-
-    def read(key: str) -> list[str]:
-        return client.get_object(Bucket=bucket, Key=key)["Body"].read().decode().splitlines()
-
-    committed = {
-        int(k.rsplit("/", 1)[-1])
-        for k in _list_all(client, bucket, "checkpoint/commits/")
-        if k.rsplit("/", 1)[-1].isdigit()
-    }
-    log_offsets = {}  # of committed batches only: a planned batch without a commit runs again later
-    for key in _list_all(client, bucket, "checkpoint/offsets/"):
-        name = key.rsplit("/", 1)[-1]
-        if name.isdigit() and int(name) in committed:
-            log_offsets[int(name)] = json.loads(read(key)[2])["logOffset"]
-    source: dict[int, list[int]] = {}
-    for key in _list_all(client, bucket, "checkpoint/sources/0/"):
-        name = key.rsplit("/", 1)[-1]
-        if name.removesuffix(".compact").isdigit():
-            for line in read(key)[1:]:
-                entry = json.loads(line)
-                number = int(entry["path"].rsplit("/f", 1)[-1].split(".")[0])
-                source.setdefault(entry["batchId"], [])
-                if number not in source[entry["batchId"]]:
-                    source[entry["batchId"]].append(number)
-    out: dict[int, list[int]] = {}
-    previous = -1
-    for b in sorted(log_offsets):
-        out[b] = [f for sb in range(previous + 1, log_offsets[b] + 1) for f in sorted(source.get(sb, []))]
-        previous = log_offsets[b]
-    return out
-
-
-def compare(client, bucket: str, data: list[list[dict]], out_dir: Path) -> tuple[list[int], dict[int, Any]]:
-    """Batches whose output differs from the oracle (following the batches' real inputs), with details."""
-    files = batch_files(client, bucket)
-    committed = sorted(files)
-    inputs = [[row for f in files[b] for row in data[f]] for b in committed]
-    expected = dict(zip(committed, oracle(inputs).values(), strict=True))
-    got = _read_outputs(out_dir)
-    bad = [b for b in committed if got.get(b, []) != expected[b]]
-    consumed = sorted(f for b in committed for f in files[b])
-    if consumed != list(range(len(consumed))):
-        bad.append(-1)  # a file read twice or skipped
-    return bad, {b: {"files": files.get(b), "expected": expected.get(b), "got": got.get(b)} for b in bad[:3]}
 
 
 # ------------------------------------------------------------------------------------- the child query
@@ -218,17 +136,6 @@ def _write_input(input_dir: Path, n: int, rows: list[dict], t0: float) -> None:
     final = input_dir / f"f{n:05d}.json"
     os.replace(tmp, final)
     os.utime(final, (t0 + n, t0 + n))  # the file source takes the oldest first: batch n reads file n
-
-
-def _read_outputs(out: Path) -> dict[int, list[tuple]]:
-    result: dict[int, list[tuple]] = {}
-    for d in out.glob("batch_id=*"):
-        b = int(d.name.split("=")[1])
-        rows = []
-        for part in d.glob("part-*"):
-            rows += [json.loads(line) for line in part.read_text().splitlines() if line]
-        result[b] = sorted((r["k"], r["n"], r["s"]) for r in rows)
-    return result
 
 
 def _commits(client, bucket: str) -> int:
@@ -334,6 +241,7 @@ def run_soak(
         hadoop = s3a_conf_via_proxy(s3.hadoop_conf(bucket), proxy.endpoint, bucket)
         (work / "s3a.json").write_text(json.dumps(hadoop))
         direct = s3.boto3_client()
+        logs_seen: dict[str, dict] = {"offsets": {}, "sources": {}}  # see batch_files: Spark purges logs
         checkpoint = f"s3a://{bucket}/checkpoint"
         env = dict(
             os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")])
@@ -396,7 +304,7 @@ def run_soak(
                 break
             else:
                 raise RuntimeError(f"round {report['rounds']}: the query never completed; see {work}")
-            bad, details = compare(direct, bucket, data, work / "out")
+            bad, details = compare(direct, bucket, data, work / "out", logs_seen)
             new_bad = sorted(set(bad) - set(report["divergent_batches"]))
             report["divergent_batches"] += new_bad
             report["divergences"] = len(report["divergent_batches"])
@@ -418,13 +326,13 @@ def run_soak(
             report["final_run_error"] = _first_error(work / f"run-{report['child_runs']:03d}-linger.log")
             shutil.copytree(s3.data_dir, work / "minio-data", dirs_exist_ok=True)
             own_work = False
-        bad, details = compare(direct, bucket, data, work / "out")
+        bad, details = compare(direct, bucket, data, work / "out", logs_seen)
         report["divergent_batches"] = sorted(set(report["divergent_batches"]) | set(bad))
         report["divergences"] = len(report["divergent_batches"])
         if bad:
             report["divergence_details"] = details
         report["files"] = written
-        report["batches_run"] = len(batch_files(direct, bucket))
+        report["batches_run"] = len(batch_files(direct, bucket, logs_seen))
         report["faults"] = proxy.counts["faults"]
         report["requests"] = proxy.counts["requests"]
         direct_conf = s3.hadoop_conf(bucket)  # the tools talk to MinIO directly
@@ -458,7 +366,7 @@ def run_soak(
         report["blobs_of_dropped_snapshots_pending"] = reasons["dropped"]
         report["gc_grace_s"] = grace_s
         report["shared_blobs_total"] = sum(
-            1 for o in _list_all(direct, bucket, "checkpoint/state/") if "/shared/" in o
+            1 for o in list_all(direct, bucket, "checkpoint/state/") if "/shared/" in o
         )
     report["seconds"] = round(time.monotonic() - started, 1)
     report["work"] = str(work)
@@ -476,13 +384,6 @@ def _first_error(log: Path) -> str:
             if pattern in line and not line.strip().startswith("at "):
                 return line.strip()[:1000]
     return ""
-
-
-def _list_all(client, bucket: str, prefix: str) -> list[str]:
-    keys = []
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-        keys += [o["Key"] for o in page.get("Contents", [])]
-    return keys
 
 
 def ok(report: dict[str, Any]) -> bool:

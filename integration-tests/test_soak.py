@@ -9,6 +9,7 @@ import json
 import pytest
 
 import soak
+from soak_oracle import batch_files
 
 
 def test_short_soak(tmp_path):
@@ -29,3 +30,29 @@ def test_short_soak(tmp_path):
     assert report["leaked_blobs"] == 0, report["leaked"]
     assert report["kills"] >= 1
     assert sum(report["faults"].values()) > 0
+
+
+def test_batch_files_survive_the_purge_of_old_log_entries(s3_server):
+    """Spark deletes commits/offsets beyond minBatchesToRetain: the oldest remaining batch has no predecessor
+    to say where it started. What was read before (``seen``) keeps the attribution right (the long soak
+    reported a false divergence without it)."""
+    bucket = s3_server.bucket("soak-logs")
+    client = s3_server.boto3_client()
+
+    def put(key: str, lines: list[str]) -> None:
+        client.put_object(Bucket=bucket, Key=f"checkpoint/{key}", Body="\n".join(lines).encode())
+
+    # batch 0 read file 0; batch 1 read files 1 and 2 (a restart after the source logged file 1); batch 2 file 3
+    for batch, log_offset in enumerate([0, 2, 3]):
+        put(f"commits/{batch}", ["v1", "{}"])
+        put(f"offsets/{batch}", ["v1", "{}", json.dumps({"logOffset": log_offset})])
+    for entry in range(4):
+        put(f"sources/0/{entry}", ["v1", json.dumps({"path": f"/in/f{entry:05d}.json", "batchId": entry})])
+    seen: dict = {"offsets": {}, "sources": {}}
+    expected = {0: [0], 1: [1, 2], 2: [3]}
+    assert batch_files(client, bucket, seen) == expected
+    for batch in (0, 1):  # Spark's purge
+        client.delete_object(Bucket=bucket, Key=f"checkpoint/commits/{batch}")
+        client.delete_object(Bucket=bucket, Key=f"checkpoint/offsets/{batch}")
+    assert batch_files(client, bucket, seen) == expected
+    assert batch_files(client, bucket)[2] == [0, 1, 2, 3]  # without the memory: the wrong attribution
