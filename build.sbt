@@ -70,6 +70,28 @@ lazy val commonSettings = Seq(
   Test / unmanagedResourceDirectories += (ThisBuild / baseDirectory).value / "jvm" / "test-resources"
 )
 
+// The suites against the real S3 server need the s3a jars: dev/test runs sbt through
+// `python -m lineagestore.testing.with_s3`, which starts the server and passes the jars' paths. On the test
+// class path they replace hadoop-aws and the modular AWS SDK compiled against (the same versions; the bundle
+// holds every SDK module hadoop-aws needs).
+lazy val s3aTestJars: Seq[File] =
+  sys.env
+    .get("LINEAGESTORE_S3A_JARS")
+    .toSeq
+    .flatMap(_.split(java.io.File.pathSeparator))
+    .filter(_.nonEmpty)
+    .map(file)
+
+lazy val s3aTestSettings = Seq(
+  Test / unmanagedJars ++= s3aTestJars.map(Attributed.blank),
+  libraryDependencies += "org.apache.commons" % "commons-lang3" % "3.20.0" % Test, // hadoop-aws uses it; Spark ships it
+  Test / dependencyClasspath := {
+    val cp = (Test / dependencyClasspath).value
+    def replaced(m: ModuleID) = m.organization == "software.amazon.awssdk" || m.name == "hadoop-aws"
+    if (s3aTestJars.isEmpty) cp else cp.filterNot(_.get(moduleID.key).exists(replaced))
+  }
+)
+
 lazy val root = (project in file("."))
   .aggregate(core, spark)
   .settings(
@@ -80,6 +102,7 @@ lazy val root = (project in file("."))
 // The format, lineage, storage and engine: no Spark dependency.
 lazy val core = (project in file("jvm/core"))
   .settings(commonSettings)
+  .settings(s3aTestSettings)
   .settings(
     name := "lineagestore-core",
     publish / skip := true, // its classes ship inside lineagestore-spark

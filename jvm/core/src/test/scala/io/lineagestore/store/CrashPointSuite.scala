@@ -14,25 +14,31 @@ import org.scalatest.funsuite.AnyFunSuite
 import io.lineagestore.format.StoreIdentity
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.storage.HadoopBlobStore
+import io.lineagestore.testing.S3TestServer
 
 /** Stops a real process (Runtime.halt, no shutdown hooks, no finally blocks) at every named step of commit,
   * snapshot upload and clean-up, then restarts on a fresh local directory and checks: the state equals the
   * oracle at the last version the "driver" recorded, every retained version still loads, work continues, and
   * after the orphan sweep no shared blob is left that no snapshot references. The steps come from
-  * [[CrashPoints.All]], so a new step is covered without touching this suite.
+  * [[CrashPoints.All]], so a new step is covered without touching the suites. The checkpoint lives under
+  * [[remoteUri]]: a local directory here, the real S3 server in [[S3CrashPointSuite]].
   */
-class CrashPointSuite extends AnyFunSuite {
+abstract class CrashPointBehaviour(hits: Seq[Int]) extends AnyFunSuite {
   import CrashWorkload._
 
-  for (step <- CrashPoints.All; hit <- Seq(1, 3)) {
+  /** Where a test's checkpoint lives, given its local working directory. */
+  protected def remoteUri(root: File): String
+
+  for (step <- CrashPoints.All; hit <- hits) {
     test(s"crash at ${step.name} (hit $hit): restart restores the oracle, loses nothing, leaks nothing") {
       val root = Files.createTempDirectory("lineagestore-crash").toFile
-      val exit = runChild(root, step.name, hit, batches = 12)
-      assert(exit == HaltCode || exit == 0, s"child exited with $exit")
+      val remote = remoteUri(root)
+      val exit = runChild(root, remote, step.name, hit, batches = 12)
+      assert(exit == HaltCode || exit == 0, s"child exited with $exit; see ${new File(root, "child.log")}")
 
       // restart: a new process with an empty local directory, driven by what the commit log recorded
       val committed = readCommitLog(root)
-      val store = newStore(root, new File(root, "restart"), CrashPoints.None)
+      val store = newStore(remote, new File(root, "restart"), CrashPoints.None)
       try {
         // a crash inside the first commit leaves nothing committed: restart from the empty state
         val head = committed.lastOption.getOrElse(CheckpointId.Empty)
@@ -40,7 +46,8 @@ class CrashPointSuite extends AnyFunSuite {
         assert(contents(store) == oracle(head.version), s"state after restart at $head")
         // every version clean-up retained is still loadable
         for (id <- committed.filter(_.version > head.version - Retain)) {
-          val probe = newStore(root, Files.createTempDirectory(root.toPath, "probe").toFile, CrashPoints.None)
+          val probe =
+            newStore(remote, Files.createTempDirectory(root.toPath, "probe").toFile, CrashPoints.None)
           try { probe.load(id); assert(contents(probe) == oracle(id.version), s"retained $id") }
           finally probe.close()
         }
@@ -62,11 +69,12 @@ class CrashPointSuite extends AnyFunSuite {
           .toSet
         val shared = store.checkpointFiles.listSharedBlobs().map(_.name).toSet
         assert(shared.subsetOf(referenced), s"leaked blobs: ${shared -- referenced}")
+        assert(store.pendingBlobs.count == 0)
       } finally store.close()
     }
   }
 
-  private def runChild(root: File, step: String, hit: Int, batches: Int): Int = {
+  private def runChild(root: File, remote: String, step: String, hit: Int, batches: Int): Int = {
     val java = new File(System.getProperty("java.home"), "bin/java").getPath
     val cmd = Seq(
       java,
@@ -75,6 +83,7 @@ class CrashPointSuite extends AnyFunSuite {
       System.getProperty("java.class.path"),
       CrashWorkload.getClass.getName.stripSuffix("$"),
       root.getPath,
+      remote,
       step,
       hit.toString,
       batches.toString
@@ -86,6 +95,18 @@ class CrashPointSuite extends AnyFunSuite {
     assert(p.waitFor(120, TimeUnit.SECONDS), "child did not finish")
     p.exitValue()
   }
+}
+
+/** Every crash point, hit at its first and third pass, with the checkpoint on the local filesystem. */
+class CrashPointSuite extends CrashPointBehaviour(hits = Seq(1, 3)) {
+  override protected def remoteUri(root: File): String = new File(root, "remote").toURI.toString
+}
+
+/** Every crash point with the checkpoint on the real S3 server (s3a, MinIO): uploads, deletes and the orphan
+  * sweep's listing go through S3's semantics. The third pass only, where clean-up has files to delete.
+  */
+class S3CrashPointSuite extends CrashPointBehaviour(hits = Seq(3)) {
+  override protected def remoteUri(root: File): String = S3TestServer.require(this).freshUri("crash")
 }
 
 /** The crashing side: a deterministic workload that records commits like a driver's commit log. */
@@ -102,8 +123,13 @@ object CrashWorkload {
       orphanSweepEveryCleanups = 1
     )
 
-  def newStore(root: File, local: File, crash: CrashPoints): LineageStore = {
-    val blobs = new HadoopBlobStore(new Path(new File(root, "remote").toURI), new Configuration())
+  /** The store of checkpoint `remote` (s3a:// URIs on [[S3TestServer]]'s bucket). */
+  def newStore(remote: String, local: File, crash: CrashPoints): LineageStore = {
+    val conf =
+      if (remote.startsWith("s3a:"))
+        S3TestServer.server.fold(e => throw new IllegalStateException(e), _.configuration)
+      else new Configuration()
+    val blobs = new HadoopBlobStore(new Path(remote), conf)
     new LineageStore(new CheckpointFiles(blobs, StoreIdentity(0, 0, "default"), pool), local, settings, crash)
   }
 
@@ -136,12 +162,12 @@ object CrashWorkload {
   }
 
   def main(args: Array[String]): Unit = {
-    val Array(rootPath, stepName, hitText, batchesText) = args
+    val Array(rootPath, remote, stepName, hitText, batchesText) = args
     val root = new File(rootPath)
     var hits = 0
     val crash: CrashPoints = (s: CrashPoints.Step) =>
       if (s.name == stepName) { hits += 1; if (hits == hitText.toInt) Runtime.getRuntime.halt(HaltCode) }
-    val store = newStore(root, new File(root, "child-local"), crash)
+    val store = newStore(remote, new File(root, "child-local"), crash)
     var head = CheckpointId.Empty
     store.load(head)
     for (v <- 1L to batchesText.toLong) {
