@@ -94,7 +94,7 @@ object StoreCleaner {
         s"the newest committed checkpoint $head has no file here (${store.locate(head.deltaFileName)}); run verify"
       )
 
-    val plan = RetentionPlanner.plan(head, lineage.committed, existing, retain)
+    val plan = RetentionPlanner.plan(head, lineage.committed, existing, retain, lineage.freshStart)
     val (droppedZips, droppedDeltas) = plan.delete.partition(_.kind == CheckpointId.Snapshot)
     def index(id: CheckpointId): Either[String, SnapshotIndex] =
       Try(files.readSnapshotIndex(id)).toEither.left.map(e => Option(e.getMessage).getOrElse(e.toString))
@@ -113,11 +113,15 @@ object StoreCleaner {
       val window =
         if (plan.oldestRetained == head.version) s"version ${head.version}"
         else s"versions ${plan.oldestRetained}..${head.version}"
+      val rebuilds =
+        if (lineage.freshStart.contains(plan.snapshotBase))
+          s"whose delta holds the whole state after a repartition and rebuilds the retained $window"
+        else s"whose snapshot rebuilds the retained $window"
       if (f.id.version < base) {
-        if (lineage.isCommitted(f.id))
-          s"committed, below version $base whose snapshot rebuilds the retained $window"
-        else
-          s"attempt outside the committed lineage, below version $base whose snapshot rebuilds the retained $window"
+        if (lineage.freshStart.contains(plan.snapshotBase))
+          s"before the repartition at version $base, $rebuilds"
+        else if (lineage.isCommitted(f.id)) s"committed, below version $base $rebuilds"
+        else s"attempt outside the committed lineage, below version $base $rebuilds"
       } else s"${lineage.status(f.id)} attempt outside the committed lineage, older than the retained $window"
     }
     def deletion(f: CheckpointFile) = Deletion(f.name, sizes.getOrElse(f.name, 0L), reason(f))

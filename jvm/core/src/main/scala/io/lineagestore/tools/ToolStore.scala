@@ -84,13 +84,16 @@ object ToolStore {
 /** A store's committed lineage as far as it can be known: the unique IDs Spark's commit log recorded, plus
   * the ancestors the delta headers of the newest one list (which reach further back than the commit log after
   * Spark purged it). `conflicts` lists disagreements between the two; clean-up refuses to run on them.
+  * `freshStart`: the newest committed checkpoint whose delta starts from the empty state (a repartition); the
+  * versions below it that the commit log names belong to the lineage before it.
   */
 final case class CommittedLineage(
     head: Option[CheckpointId],
     committed: Map[Long, String],
     batchOf: Map[Long, Long],
     conflicts: Seq[String],
-    errors: Seq[String]
+    errors: Seq[String],
+    freshStart: Option[CheckpointId] = None
 ) {
   def isCommitted(id: CheckpointId): Boolean = committed.get(id.version).contains(id.uniqueId)
 
@@ -128,11 +131,14 @@ object CommittedLineage {
     }
     val head = log.map(_.id).sortBy(_.version).lastOption
     var cursor = head
+    var freshStart = Option.empty[CheckpointId]
     while (cursor.isDefined) {
       val c = cursor.get
       cursor = None
-      Try(source.ancestorsOf(c)) match {
-        case Success(Some(ancestors)) =>
+      Try(source.lineageOf(c)) match {
+        case Success(Some(lineage)) =>
+          if (lineage.fromEmpty) freshStart = Some(c) // its ancestors are empty: the walk ends here
+          val ancestors = lineage.ancestors
           ancestors.foreach { a =>
             committed.get(a.version) match {
               case Some(u) if u != a.uniqueId =>
@@ -149,6 +155,6 @@ object CommittedLineage {
         case Failure(e)    => errors += Option(e.getMessage).getOrElse(e.toString)
       }
     }
-    CommittedLineage(head, committed.toMap, batchOf.toMap, conflicts.toSeq, errors.toSeq)
+    CommittedLineage(head, committed.toMap, batchOf.toMap, conflicts.toSeq, errors.toSeq, freshStart)
   }
 }

@@ -153,6 +153,38 @@ class CheckpointToolsSuite extends AnyFunSuite with BeforeAndAfterEach {
     assert(r.ok, r.problems)
   }
 
+  test("gc after a repartition: once the window moved past the fresh start, the old lineage goes") {
+    val log = writeStore() // versions 1..6, snapshots at 2, 4 and 6
+    val s = storeWriter()
+    val fresh = Seq(CheckpointId(7, "f7"), CheckpointId(8, "f8"), CheckpointId(9, "f9"))
+    try {
+      s.loadEmpty(6)
+      fresh.foreach { id =>
+        put(s, 3, id.uniqueId)
+        s.commit(id.uniqueId) // no snapshot of the new lineage is uploaded
+        s.load(id)
+      }
+    } finally s.close()
+    val all = log ++ fresh.map(id => CommitLogEntry(id.version - 1, id))
+    val oldLineage = storeFiles.filter(n => CheckpointId.parseFileName(n).exists(_._1.version < 7))
+    ToolStore.using(ref) { t =>
+      val early = StoreCleaner.plan(t, all, retain = 4, graceMs = 0, nowMs = System.currentTimeMillis())
+      assert(early.deletions.isEmpty, "the window (6..9) still reaches the lineage before the repartition")
+      val plan = StoreCleaner.plan(t, all, retain = 2, graceMs = 0, nowMs = System.currentTimeMillis())
+      assert(plan.snapshotBase.contains(fresh.head), plan)
+      assert((plan.zips ++ plan.deltas).map(_.name).toSet == oldLineage)
+      assert(
+        plan.blobs.nonEmpty && sharedDir.list().toSet.filterNot(_.startsWith(".")) == plan.blobs
+          .map(_.name.stripPrefix("shared/"))
+          .toSet
+      )
+      assert(plan.deltas.forall(_.reason.startsWith("before the repartition at version 7")), plan.deltas)
+      assert(StoreCleaner.apply(t, plan).isEmpty)
+      val r = StoreVerifier.verify(t, all.filter(_.batchId >= 7), tmp)
+      assert(r.ok, r.problems)
+    }
+  }
+
   test("verify reads back every file the committed checkpoints need") {
     val log = writeStore()
     val r = ToolStore.using(ref)(s => StoreVerifier.verify(s, log, tmp))
