@@ -45,7 +45,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from soak_oracle import batch_files, compare, list_all, make_batches
+from soak_oracle import compare, list_all, make_batches, read_outputs
 
 HERE = Path(__file__).resolve()
 GRACE_MS = 3000  # the store's orphanGracePeriodMs in the soak (docs/configuration.md)
@@ -228,7 +228,10 @@ def run_soak(
         "hangs": 0,
         "divergences": 0,
         "divergent_batches": [],
+        "batches_checked": 0,
+        "batches_unchecked": [],
     }
+    checked: set[int] = set()
     faults = dict(
         error_5xx=fault_rate,
         throttle=fault_rate,
@@ -304,14 +307,18 @@ def run_soak(
                 break
             else:
                 raise RuntimeError(f"round {report['rounds']}: the query never completed; see {work}")
-            bad, details = compare(direct, bucket, data, work / "out", logs_seen)
+            bad, details, unchecked = compare(direct, bucket, data, work / "out", logs_seen)
+            checked |= set(logs_seen["offsets"]) - set(unchecked)
             new_bad = sorted(set(bad) - set(report["divergent_batches"]))
             report["divergent_batches"] += new_bad
             report["divergences"] = len(report["divergent_batches"])
             log(
                 f"soak round {report['rounds']}: {written}/{batches} files, runs {report['child_runs']}, "
                 f"kills {report['kills']}, failed runs {report['failed_runs']}, "
-                f"divergences {report['divergences']}, faults {proxy.counts['faults']}"
+                f"divergences {report['divergences']}, batches checked {len(checked)} "
+                f"(committed batches known {min(logs_seen['offsets'], default=-1)}.."
+                f"{max(logs_seen['offsets'], default=-1)}, {len(logs_seen['offsets'])}), "
+                f"faults {proxy.counts['faults']}"
             )
             if new_bad:
                 log(f"  divergent: {json.dumps(details)[:3000]}")
@@ -326,13 +333,17 @@ def run_soak(
             report["final_run_error"] = _first_error(work / f"run-{report['child_runs']:03d}-linger.log")
             shutil.copytree(s3.data_dir, work / "minio-data", dirs_exist_ok=True)
             own_work = False
-        bad, details = compare(direct, bucket, data, work / "out", logs_seen)
+        bad, details, unchecked = compare(direct, bucket, data, work / "out", logs_seen)
+        checked |= set(logs_seen["offsets"]) - set(unchecked)
         report["divergent_batches"] = sorted(set(report["divergent_batches"]) | set(bad))
         report["divergences"] = len(report["divergent_batches"])
         if bad:
             report["divergence_details"] = details
         report["files"] = written
-        report["batches_run"] = len(batch_files(direct, bucket, logs_seen))
+        report["batches_run"] = len(read_outputs(work / "out"))
+        report["batches_checked"] = len(checked)
+        report["batches_unchecked"] = sorted(set(read_outputs(work / "out")) - checked)
+        report["log_offsets"] = dict(sorted(logs_seen["offsets"].items()))
         report["faults"] = proxy.counts["faults"]
         report["requests"] = proxy.counts["requests"]
         direct_conf = s3.hadoop_conf(bucket)  # the tools talk to MinIO directly

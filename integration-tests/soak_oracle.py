@@ -40,7 +40,8 @@ def oracle(batches: list[list[dict]]) -> dict[int, list[tuple]]:
 
 
 def batch_files(client, bucket: str, seen: dict[str, dict] | None = None) -> dict[int, list[int]]:
-    """Which input files (by number) each committed micro-batch (``commits/<n>``) read, from the checkpoint.
+    """Which input files (by number) each committed micro-batch (``commits/<n>``) and all batches before it
+    had read, from the checkpoint.
 
     Usually batch n reads file n, but not always: a process killed after the file source logged its next
     file (``sources/0/<n>``) and before the offset log entry of that batch makes the restarted batch read
@@ -50,7 +51,8 @@ def batch_files(client, bucket: str, seen: dict[str, dict] | None = None) -> dic
     Spark purges the commit and offset logs beyond ``minBatchesToRetain``, and the oldest remaining batch
     then has no predecessor to say where it started. ``seen`` (kept by the caller across calls, filled here)
     remembers every committed batch's log offset and source entry once read; a committed batch's offsets
-    never change, so what was read before stays true.
+    never change, so what was read before stays true. What one batch read alone is the difference with its
+    predecessor's (``compare``).
     """
     seen = {"offsets": {}, "sources": {}} if seen is None else seen
 
@@ -80,32 +82,44 @@ def batch_files(client, bucket: str, seen: dict[str, dict] | None = None) -> dic
     log_offsets = seen["offsets"] | log_offsets
     source = seen["sources"] | source
     seen["offsets"], seen["sources"] = log_offsets, source
-    out: dict[int, list[int]] = {}
-    previous = -1
-    for b in sorted(log_offsets):
-        out[b] = [f for sb in range(previous + 1, log_offsets[b] + 1) for f in sorted(source.get(sb, []))]
-        previous = log_offsets[b]
-    return out
+    return {b: sorted(f for sb in range(log_offsets[b] + 1) for f in source.get(sb, [])) for b in log_offsets}
 
 
 def compare(
     client, bucket: str, data: list[list[dict]], out_dir: Path, seen: dict[str, dict]
-) -> tuple[list[int], dict[int, Any]]:
-    """Batches whose output differs from the oracle (following the batches' real inputs), with details.
-    ``seen``: see ``batch_files``."""
-    files = batch_files(client, bucket, seen)
-    committed = sorted(files)
-    inputs = [[row for f in files[b] for row in data[f]] for b in committed]
-    expected = dict(zip(committed, oracle(inputs).values(), strict=True))
-    got = _read_outputs(out_dir)
-    bad = [b for b in committed if got.get(b, []) != expected[b]]
-    consumed = sorted(f for b in committed for f in files[b])
-    if consumed != list(range(len(consumed))):
+) -> tuple[list[int], dict[int, Any], list[int]]:
+    """Batches whose output differs from the oracle (following the batches' real inputs), with details, and
+    the committed batches that could not be checked (``seen``: see ``batch_files``).
+
+    A batch's expected output needs what it read (the files after its predecessor's, so the predecessor's
+    log offset must be known) and the state before it (every file its predecessor had read). A batch whose
+    predecessor's offset is unknown is listed as unchecked, never guessed.
+    """
+    consumed = batch_files(client, bucket, seen)
+    got = read_outputs(out_dir)
+    bad, unchecked, details = [], [], {}
+    for b in sorted(consumed):
+        before = consumed.get(b - 1, [] if b == 0 else None)
+        if before is None:
+            unchecked.append(b)
+            continue
+        own = [f for f in consumed[b] if f not in set(before)]
+        if len(before) + len(own) != len(consumed[b]):
+            bad.append(b)  # a file the predecessor read is missing from this batch's log (impossible)
+            continue
+        rows_before = [row for f in before for row in data[f]]
+        expected = oracle([rows_before, [row for f in own for row in data[f]]])[1]
+        if got.get(b, []) != expected:
+            bad.append(b)
+            if len(details) < 3:
+                details[b] = {"files": own, "expected": expected, "got": got.get(b)}
+    last = consumed[max(consumed)] if consumed else []
+    if last != list(range(len(last))):
         bad.append(-1)  # a file read twice or skipped
-    return bad, {b: {"files": files.get(b), "expected": expected.get(b), "got": got.get(b)} for b in bad[:3]}
+    return bad, details, unchecked
 
 
-def _read_outputs(out: Path) -> dict[int, list[tuple]]:
+def read_outputs(out: Path) -> dict[int, list[tuple]]:
     result: dict[int, list[tuple]] = {}
     for d in out.glob("batch_id=*"):
         b = int(d.name.split("=")[1])

@@ -9,7 +9,7 @@ import json
 import pytest
 
 import soak
-from soak_oracle import batch_files
+from soak_oracle import batch_files, compare, make_batches, oracle
 
 
 def test_short_soak(tmp_path):
@@ -26,33 +26,48 @@ def test_short_soak(tmp_path):
     print(json.dumps(report, indent=1))
     assert report["final_run"] == "ok", report.get("final_run_error")
     assert report["divergences"] == 0, report["divergent_batches"]
+    assert report["batches_checked"] >= 6 and not report["batches_unchecked"], report["log_offsets"]
     assert report["verify_exit"] == 0, report.get("verify_output")
     assert report["leaked_blobs"] == 0, report["leaked"]
     assert report["kills"] >= 1
     assert sum(report["faults"].values()) > 0
 
 
-def test_batch_files_survive_the_purge_of_old_log_entries(s3_server):
+def test_the_oracle_check_survives_the_purge_of_old_log_entries(s3_server, tmp_path):
     """Spark deletes commits/offsets beyond minBatchesToRetain: the oldest remaining batch has no predecessor
-    to say where it started. What was read before (``seen``) keeps the attribution right (the long soak
-    reported a false divergence without it)."""
+    to say where it started. What was read before (``seen``) keeps it checkable; without that memory it is
+    reported unchecked, never compared against a guess (the long soak once reported a false divergence)."""
     bucket = s3_server.bucket("soak-logs")
     client = s3_server.boto3_client()
 
     def put(key: str, lines: list[str]) -> None:
         client.put_object(Bucket=bucket, Key=f"checkpoint/{key}", Body="\n".join(lines).encode())
 
-    # batch 0 read file 0; batch 1 read files 1 and 2 (a restart after the source logged file 1); batch 2 file 3
+    # batch 0 read file 0; batch 1 files 1 and 2 (a restart after the source logged file 1); batch 2 file 3
+    own = {0: [0], 1: [1, 2], 2: [3]}
     for batch, log_offset in enumerate([0, 2, 3]):
         put(f"commits/{batch}", ["v1", "{}"])
         put(f"offsets/{batch}", ["v1", "{}", json.dumps({"logOffset": log_offset})])
     for entry in range(4):
         put(f"sources/0/{entry}", ["v1", json.dumps({"path": f"/in/f{entry:05d}.json", "batchId": entry})])
+    data = make_batches(seed=3, batches=4)
+    out = tmp_path / "out"
+    expected = oracle([[row for f in own[b] for row in data[f]] for b in sorted(own)])
+    for b, rows in expected.items():
+        (out / f"batch_id={b}").mkdir(parents=True)
+        lines = [json.dumps({"k": k, "n": n, "s": s}) for k, n, s in rows]
+        (out / f"batch_id={b}" / "part-00000.json").write_text("\n".join(lines))
+
     seen: dict = {"offsets": {}, "sources": {}}
-    expected = {0: [0], 1: [1, 2], 2: [3]}
-    assert batch_files(client, bucket, seen) == expected
+    assert batch_files(client, bucket, seen) == {0: [0], 1: [0, 1, 2], 2: [0, 1, 2, 3]}
+    assert compare(client, bucket, data, out, seen) == ([], {}, [])
     for batch in (0, 1):  # Spark's purge
         client.delete_object(Bucket=bucket, Key=f"checkpoint/commits/{batch}")
         client.delete_object(Bucket=bucket, Key=f"checkpoint/offsets/{batch}")
-    assert batch_files(client, bucket, seen) == expected
-    assert batch_files(client, bucket)[2] == [0, 1, 2, 3]  # without the memory: the wrong attribution
+    assert compare(client, bucket, data, out, seen) == ([], {}, [])
+    assert compare(client, bucket, data, out, {"offsets": {}, "sources": {}}) == ([], {}, [2])
+
+    # a wrong output is found
+    (out / "batch_id=2" / "part-00000.json").write_text(json.dumps({"k": "k0", "n": 1, "s": 1}))
+    bad, details, _ = compare(client, bucket, data, out, seen)
+    assert bad == [2] and details[2]["files"] == [3]
