@@ -118,6 +118,11 @@ def child_main(args: argparse.Namespace) -> None:
     else:
         query = writer.trigger(availableNow=True).start()
         query.awaitTermination()
+        # evidence for the early exits in docs/reliability.md: a run that ends early never gets here
+        last = (query.lastProgress or {}).get("sources") or [{}]
+        print(
+            f"soak child: query ended, {query.status}, end offset {last[0].get('endOffset')}", file=sys.stderr
+        )
     spark.stop()
 
 
