@@ -18,7 +18,9 @@ The soak adds input in rounds of a few files. Each round runs the child until it
   then the faults come back.
 
 After every round the output of every batch so far is compared with the plain-Python oracle (a batch's
-output must equal the oracle's for that batch: divergences). At the end the faults go off, a last run keeps
+output must equal the oracle's for that batch: divergences). What each batch read comes from the checkpoint's
+commit, offset and source logs, which the soak reads every second while a run goes on, before Spark purges
+them (``minBatchesToRetain``), so that every committed batch can be checked. At the end the faults go off, a last run keeps
 the query alive for ``--linger`` seconds so maintenance (snapshots, clean-up, orphan sweep) runs, then
 ``lineagestore verify`` must find every retained batch loadable, and ``lineagestore gc --json`` (dry run) must
 find no leaked blob: a shared blob no retained snapshot references although older than the grace period.
@@ -45,7 +47,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from soak_oracle import compare, list_all, make_batches, read_outputs
+from soak_oracle import batch_files, compare, list_all, make_batches, read_outputs
 
 HERE = Path(__file__).resolve()
 GRACE_MS = 3000  # the store's orphanGracePeriodMs in the soak (docs/configuration.md)
@@ -146,6 +148,16 @@ def _write_input(input_dir: Path, n: int, rows: list[dict], t0: float) -> None:
 def _commits(client, bucket: str) -> int:
     resp = client.list_objects_v2(Bucket=bucket, Prefix="checkpoint/commits/")
     return sum(1 for o in resp.get("Contents", []) if o["Key"].rsplit("/", 1)[-1].isdigit())
+
+
+def _remember_logs(client, bucket: str, seen: dict[str, dict]) -> None:
+    """Reads the committed batches' log entries into ``seen`` while the query runs (batch_files)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        batch_files(client, bucket, seen)
+    except (BotoCoreError, ClientError, ValueError):
+        pass  # an entry caught mid-purge or mid-write: the next look, or the check after the run, reads it
 
 
 def tools_main(args: argparse.Namespace) -> None:
@@ -275,7 +287,11 @@ def run_soak(
                 start_commits = _commits(direct, bucket)
                 kill_at = None
                 hang_deadline = time.monotonic() + 900
+                next_look = time.monotonic()
                 while proc.poll() is None:
+                    if time.monotonic() >= next_look:  # before Spark purges them (minBatchesToRetain)
+                        _remember_logs(direct, bucket, logs_seen)
+                        next_look = time.monotonic() + 1.0
                     if time.monotonic() > hang_deadline:
                         os.killpg(proc.pid, signal.SIGKILL)
                         proc.wait()

@@ -51,13 +51,18 @@ def batch_files(client, bucket: str, seen: dict[str, dict] | None = None) -> dic
     Spark purges the commit and offset logs beyond ``minBatchesToRetain``, and the oldest remaining batch
     then has no predecessor to say where it started. ``seen`` (kept by the caller across calls, filled here)
     remembers every committed batch's log offset and source entry once read; a committed batch's offsets
-    never change, so what was read before stays true. What one batch read alone is the difference with its
-    predecessor's (``compare``).
+    never change, so what was read before stays true, and entries already remembered are not read again:
+    ``soak.py`` calls this every second while a query runs, so no batch's entries are purged unseen. What one
+    batch read alone is the difference with its predecessor's (``compare``).
     """
     seen = {"offsets": {}, "sources": {}} if seen is None else seen
 
     def read(key: str) -> list[str]:
-        return client.get_object(Bucket=bucket, Key=key)["Body"].read().decode().splitlines()
+        """The lines of a log entry; none if Spark purged it since the listing (read while a query runs)."""
+        try:
+            return client.get_object(Bucket=bucket, Key=key)["Body"].read().decode().splitlines()
+        except client.exceptions.NoSuchKey:
+            return []
 
     committed = {
         int(k.rsplit("/", 1)[-1])
@@ -67,12 +72,15 @@ def batch_files(client, bucket: str, seen: dict[str, dict] | None = None) -> dic
     log_offsets = {}  # of committed batches only: a planned batch without a commit runs again later
     for key in list_all(client, bucket, "checkpoint/offsets/"):
         name = key.rsplit("/", 1)[-1]
-        if name.isdigit() and int(name) in committed:
-            log_offsets[int(name)] = json.loads(read(key)[2])["logOffset"]
+        if name.isdigit() and int(name) in committed and int(name) not in seen["offsets"]:
+            lines = read(key)
+            if len(lines) > 2:
+                log_offsets[int(name)] = json.loads(lines[2])["logOffset"]
     source: dict[int, list[int]] = {}
     for key in list_all(client, bucket, "checkpoint/sources/0/"):
         name = key.rsplit("/", 1)[-1]
-        if name.removesuffix(".compact").isdigit():
+        plain = name.isdigit() and int(name) not in seen["sources"]  # an entry never changes once written
+        if plain or (name.endswith(".compact") and name.removesuffix(".compact").isdigit()):
             for line in read(key)[1:]:
                 entry = json.loads(line)
                 number = int(entry["path"].rsplit("/f", 1)[-1].split(".")[0])
@@ -80,7 +88,9 @@ def batch_files(client, bucket: str, seen: dict[str, dict] | None = None) -> dic
                 if number not in source[entry["batchId"]]:
                     source[entry["batchId"]].append(number)
     log_offsets = seen["offsets"] | log_offsets
-    source = seen["sources"] | source
+    source = {
+        b: sorted(set(seen["sources"].get(b, [])) | set(source.get(b, []))) for b in seen["sources"] | source
+    }
     seen["offsets"], seen["sources"] = log_offsets, source
     return {b: sorted(f for sb in range(log_offsets[b] + 1) for f in source.get(sb, [])) for b in log_offsets}
 
