@@ -277,9 +277,7 @@ def run_soak(
             else:
                 proxy.clear()
             log_path = work / f"run-{report['child_runs']:03d}-{tag}.log"
-            cmd = [sys.executable, str(HERE), "--child", "--work", str(work), "--checkpoint", checkpoint]
-            if linger_s:
-                cmd += ["--linger", str(linger_s), "--expect-batches", str(written)]
+            cmd = [sys.executable, str(HERE), *child_argv(work, checkpoint, linger_s, written)]
             with open(log_path, "w") as err:
                 proc = subprocess.Popen(
                     cmd, env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True
@@ -408,6 +406,16 @@ def run_soak(
     return report
 
 
+def child_argv(work: Path, checkpoint: str, linger_s: float = 0.0, expect_batches: int = 0) -> list[str]:
+    """The child's command line (after ``soak.py``). A round's run gets no ``--linger``: it runs the
+    ``availableNow`` query to its end; only the last run (``linger_s``) runs the processing-time query that
+    stays up for maintenance, then stops."""
+    argv = ["--child", "--work", str(work), "--checkpoint", checkpoint]
+    if linger_s:
+        argv += ["--linger", str(linger_s), "--expect-batches", str(expect_batches)]
+    return argv
+
+
 def _first_error(log: Path) -> str:
     """The first exception line of a child's log (lineagestore's own errors first)."""
     lines = log.read_text(errors="replace").splitlines()
@@ -433,7 +441,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--fault-rate", type=float, default=0.03, help="per fault kind, per request")
     p.add_argument("--kill-prob", type=float, default=0.5, help="chance that a round's run is SIGKILLed")
-    p.add_argument("--linger", type=float, default=12.0, help="seconds the last run stays up for maintenance")
+    # no default here: the child parses the same options, and a default would make every child linger
+    p.add_argument("--linger", type=float, help="seconds the last run stays up for maintenance (default 12)")
     p.add_argument("--work", help="work directory (kept); default a temporary one, deleted when all is well")
     p.add_argument("--json", help="also write the report to this file")
     # the child query process
@@ -453,7 +462,7 @@ def main(argv: list[str] | None = None) -> int:
         args.seed,
         args.fault_rate,
         args.kill_prob,
-        linger=args.linger,
+        linger=12.0 if args.linger is None else args.linger,
         work=Path(args.work) if args.work else None,
         log=lambda m: print(m, file=sys.stderr, flush=True),
     )

@@ -31,6 +31,22 @@ def test_short_soak(tmp_path):
     assert report["leaked_blobs"] == 0, report["leaked"]
     assert report["kills"] >= 1
     assert sum(report["faults"].values()) > 0
+    # the round's run that completed it ran the availableNow query to its end (it logs how that ended)
+    last_round_run = [p for p in sorted((tmp_path / "soak").glob("run-*.log")) if "-linger" not in p.name][-1]
+    assert "soak child: query ended" in last_round_run.read_text(errors="replace"), last_round_run
+
+
+def test_only_the_last_child_run_lingers(monkeypatch, tmp_path):
+    """A round's child runs the availableNow query; only the last run lingers (processing time, then stop).
+
+    The child parses the parent's options: with a ``--linger`` default, every round's child took the linger
+    branch (a processing-time query stopped after 12 s, mid-batch: the early exits of docs/reliability.md)."""
+    seen = []
+    monkeypatch.setattr(soak, "child_main", seen.append)
+    assert soak.main(soak.child_argv(tmp_path, "s3a://b/checkpoint")) == 0
+    assert seen[-1].child and not seen[-1].linger
+    assert soak.main(soak.child_argv(tmp_path, "s3a://b/checkpoint", linger_s=2.0, expect_batches=7)) == 0
+    assert seen[-1].linger == 2.0 and seen[-1].expect_batches == 7
 
 
 def test_the_oracle_check_survives_the_purge_of_old_log_entries(s3_server, tmp_path):
