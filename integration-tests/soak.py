@@ -26,8 +26,9 @@ the query alive for ``--linger`` seconds so maintenance (snapshots, clean-up, or
 find no leaked blob: a shared blob no retained snapshot references although older than the grace period.
 
 The report (stdout, and ``--json``): batches, rounds, child runs, faults injected by kind, requests by
-method, kills, failed runs, divergences, leaked blobs, verify problems, seconds. Exit code 0 when
-divergences, leaked blobs and verify problems are all zero. ``run_soak(...)`` does the same from Python.
+method, kills, failed runs, early exits (a round's run that exited 0 without its ``availableNow`` query
+ending), divergences, leaked blobs, verify problems, seconds. Exit code 0 when early exits, divergences,
+leaked blobs and verify problems are all zero. ``run_soak(...)`` does the same from Python.
 """
 
 from __future__ import annotations
@@ -243,6 +244,7 @@ def run_soak(
         "kills": 0,
         "failed_runs": 0,
         "hangs": 0,
+        "early_exits": 0,
         "divergences": 0,
         "divergent_batches": [],
         "batches_checked": 0,
@@ -303,7 +305,12 @@ def run_soak(
                         return "killed"
                     time.sleep(0.2)
             proxy.clear()
-            return "ok" if proc.returncode == 0 else "failed"
+            if proc.returncode != 0:
+                return "failed"
+            if not linger_s and "soak child: query ended" not in log_path.read_text(errors="replace"):
+                report["early_exits"] += 1  # exit 0 without the availableNow query ending: never silent
+                return "failed"
+            return "ok"
 
         while written < batches:
             n = min(batches - written, rnd.randint(*files_per_round))
@@ -430,6 +437,7 @@ def ok(report: dict[str, Any]) -> bool:
     return (
         report.get("final_run") == "ok"
         and report["divergences"] == 0
+        and report["early_exits"] == 0
         and report.get("leaked_blobs") == 0
         and report.get("verify_exit") == 0
     )

@@ -26,6 +26,7 @@ def test_short_soak(tmp_path):
     print(json.dumps(report, indent=1))
     assert report["final_run"] == "ok", report.get("final_run_error")
     assert report["divergences"] == 0, report["divergent_batches"]
+    assert report["early_exits"] == 0
     assert report["batches_checked"] >= 6 and not report["batches_unchecked"], report["log_offsets"]
     assert report["verify_exit"] == 0, report.get("verify_output")
     assert report["leaked_blobs"] == 0, report["leaked"]
