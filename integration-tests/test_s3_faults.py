@@ -75,6 +75,9 @@ def _verify(spark, checkpoint: str, settings: dict) -> dict:
     return report
 
 
+# lineagestore only: Spark's provider passed this test in every run up to November 2026 (it took 120 s of
+# CI's 30 minutes); it stays the control of the faster fault tests below.
+@pytest.mark.parametrize("provider", ["lineagestore"], indirect=True)
 def test_query_under_a_fault_rate_matches_the_oracle(spark, provider, s3_server, proxied, tmp_path):
     bucket, proxy, settings = proxied
     runs = oracle.keyed_runs(21, 5, rows=20, keys=8)
