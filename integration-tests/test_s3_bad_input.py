@@ -23,6 +23,9 @@ from lineagestore.testing.harness import S3StreamHarness, StreamFailed
 from lineagestore.testing.s3_proxy import FAULT_TEST_HOLD_S, FaultyS3Proxy, s3a_conf_via_proxy
 
 
+LOCAL_DIR_KEY = "spark.sql.streaming.stateStore.lineagestore.localDir"
+
+
 def _outputs(h):
     return h.batch_outputs(lambda r: (r["k"], r["cnt"], r["total"]))
 
@@ -162,6 +165,43 @@ def test_state_store_names_location_endpoint_and_remedy(spark, provider, s3_serv
     assert expected in problem, message[:4000]
     assert "committed state is intact" in message and "What to do:" in message
     _continues(h, runs, 2)
+
+
+@pytest.mark.parametrize("provider", ["lineagestore"], indirect=True)
+def test_a_damaged_state_file_on_s3_is_named_and_the_repaired_checkpoint_continues(
+    spark, provider, s3_server, bucket, tmp_path
+):
+    """A delta on S3 corrupted, then the next one deleted (lineagestore.testing.faults on S3): each restore
+    fails naming the object's s3a:// location; with the object put back, the batch runs and nothing was lost.
+    Snapshots are off and each run starts on a fresh local directory, so every restore reads the deltas (a
+    store that resumes from its own local directory reads nothing: docs/architecture.md)."""
+    from lineagestore.testing import faults
+
+    conf, key = spark.conf, "spark.sql.streaming.stateStore.minDeltasForSnapshot"
+    before = conf.get(key)
+    conf.set(key, "1000")
+    try:
+        runs = oracle.keyed_runs(35, 4)
+        h = _start(spark, provider, s3_server, bucket, tmp_path, runs[:2])
+        client = s3_server.boto3_client()
+        for batch, damage in ((2, faults.corrupt), (3, faults.delete)):
+            target = faults.state_files(h.checkpoint, "delta", partition=0, client=client)[-1]
+            assert str(target).startswith(f"s3a://{bucket.name}/checkpoint/state/0/0/"), target
+            original = target.read_bytes()
+            damage(target)
+            h.write("in", runs[batch])
+            conf.set(LOCAL_DIR_KEY, str(tmp_path / f"local-{batch}-damaged"))
+            message = _fails(h)
+            assert target.name in message and f"s3a://{bucket.name}/" in message, message[:3000]
+            target.write_bytes(original)
+            conf.set(LOCAL_DIR_KEY, str(tmp_path / f"local-{batch}-repaired"))
+            assert h.run(oracle.running_aggregate_query, "update").batch_ids == [batch]
+        expected, totals = oracle.running_aggregate(runs)
+        assert _outputs(h) == expected
+        assert h.runs[-1].state_rows_total() == len(totals)
+    finally:
+        conf.set(key, before)
+        conf.unset(LOCAL_DIR_KEY)
 
 
 # --------------------------------------------------------------------------------------- command line

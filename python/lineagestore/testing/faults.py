@@ -9,6 +9,10 @@ Checkpoint files (the layout of docs/format.md: ``state/<operator>/<partition>[/
   Hadoop's local filesystem keeps, so lineagestore's own checks are what notices);
 * ``corrupt_snapshot_index(zip_path)``: change one byte of the ``INDEX`` of a snapshot zip.
 
+On S3 the same helpers take ``state_files("s3a://<bucket>/<prefix>", kind, client=<boto3 client>)``, which
+gives ``S3Object`` s (``str()`` is the ``s3a://`` URI the store's errors name; ``read_bytes()`` and
+``write_bytes()`` keep the original at hand to repair the damage).
+
 Each restart of a query opens new state store providers (Spark keys them by query run), each with a fresh
 local directory, so the next run reads what these helpers damaged.
 
@@ -39,6 +43,7 @@ import os
 import re
 import zipfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,68 +63,126 @@ class InjectedBatchFailure(RuntimeError):
 
 
 # ------------------------------------------------------------------------------------------ checkpoint files
+@dataclass(frozen=True)
+class S3Object:
+    """A checkpoint file on S3, read and rewritten through a boto3 ``client`` (the S3 server's own API, not
+    s3a, so the store's reads are what notices the damage)."""
+
+    client: Any
+    bucket: str
+    key: str
+
+    @property
+    def name(self) -> str:
+        return self.key.rsplit("/", 1)[-1]
+
+    def __str__(self) -> str:
+        return f"s3a://{self.bucket}/{self.key}"
+
+    def read_bytes(self) -> bytes:
+        return self.client.get_object(Bucket=self.bucket, Key=self.key)["Body"].read()
+
+    def write_bytes(self, data: bytes) -> None:
+        self.client.put_object(Bucket=self.bucket, Key=self.key, Body=data)
+
+    def unlink(self) -> None:
+        self.client.delete_object(Bucket=self.bucket, Key=self.key)
+
+
+File = Path | S3Object
+
+
 def state_files(
-    checkpoint: str | os.PathLike, kind: str = "delta", operator: int = 0, partition: int | None = None
-) -> list[Path]:
-    """Files of one kind (``delta``, ``zip`` or ``sst``) under ``state/<operator>/``, by version then name."""
+    checkpoint: str | os.PathLike,
+    kind: str = "delta",
+    operator: int = 0,
+    partition: int | None = None,
+    client: Any = None,
+) -> list[Any]:
+    """Files of one kind (``delta``, ``zip`` or ``sst``) under ``state/<operator>/``, by version then name:
+    ``Path`` s, or ``S3Object`` s for an ``s3a://`` / ``s3://`` checkpoint (then ``client`` is a boto3 client
+    of that server, e.g. ``s3_server.boto3_client()``)."""
     if kind not in ("delta", "zip", "sst"):
         raise ValueError(f"kind must be delta, zip or sst, not {kind!r}")
-    root = Path(checkpoint) / "state" / str(operator)
-    if partition is not None:
-        root = root / str(partition)
-    found = []
-    for path in root.rglob(f"*.{kind}"):
-        if path.name.startswith("."):
-            continue
-        m = _V2.match(path.name)
-        found.append((int(m.group(1)) if m else -1, str(path), path))
+    under = f"state/{operator}" + ("" if partition is None else f"/{partition}")
+    found: list[tuple[int, str, Any]] = []
+    remote = re.match(r"^s3a?://([^/]+)/?(.*)$", str(checkpoint))
+    if remote:
+        if client is None:
+            raise ValueError(f"{checkpoint} is on S3: pass client= (a boto3 client of that server)")
+        bucket, prefix = remote.group(1), remote.group(2).strip("/")
+        root = f"{prefix}/{under}/".lstrip("/")
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=root):
+            for o in page.get("Contents", []):
+                obj = S3Object(client, bucket, o["Key"])
+                if obj.name.endswith(f".{kind}") and not obj.name.startswith("."):
+                    found.append((_version(obj.name), obj.key, obj))
+        where = f"s3a://{bucket}/{root}"
+    else:
+        root_path = Path(checkpoint) / under
+        for path in root_path.rglob(f"*.{kind}"):
+            if not path.name.startswith("."):
+                found.append((_version(path.name), str(path), path))
+        where = str(root_path)
     if not found:
-        raise FileNotFoundError(f"no .{kind} files under {root}")
-    return [p for _, _, p in sorted(found)]
+        raise FileNotFoundError(f"no .{kind} files under {where}")
+    return [p for _, _, p in sorted(found, key=lambda f: f[:2])]
 
 
-def _drop_crc(path: Path) -> None:
-    crc = path.with_name(f".{path.name}.crc")
-    with contextlib.suppress(FileNotFoundError):
-        crc.unlink()
+def _version(name: str) -> int:
+    m = _V2.match(name)
+    return int(m.group(1)) if m else -1
 
 
-def corrupt(path: str | os.PathLike, offset: int | None = None, nbytes: int = 1) -> Path:
+def _file(path: str | os.PathLike | S3Object) -> File:
+    return path if isinstance(path, S3Object) else Path(path)
+
+
+def _drop_crc(path: File) -> None:
+    if isinstance(path, Path):
+        crc = path.with_name(f".{path.name}.crc")
+        with contextlib.suppress(FileNotFoundError):
+            crc.unlink()
+
+
+def _rewrite(p: File, data: bytes) -> None:
+    p.write_bytes(data)
+    _drop_crc(p)
+
+
+def corrupt(path: str | os.PathLike | S3Object, offset: int | None = None, nbytes: int = 1) -> File:
     """Flip ``nbytes`` bytes of ``path`` at ``offset`` (default: the middle); returns the path."""
-    p = Path(path)
+    p = _file(path)
     data = bytearray(p.read_bytes())
     if not data:
         raise ValueError(f"{p} is empty; nothing to corrupt")
     start = len(data) // 2 if offset is None else offset
     for i in range(start, min(start + nbytes, len(data))):
         data[i] ^= 0xFF
-    p.write_bytes(bytes(data))
-    _drop_crc(p)
+    _rewrite(p, bytes(data))
     return p
 
 
-def truncate(path: str | os.PathLike, size: int | None = None) -> Path:
+def truncate(path: str | os.PathLike | S3Object, size: int | None = None) -> File:
     """Cut ``path`` to ``size`` bytes (default: half), as an interrupted write would leave it."""
-    p = Path(path)
-    length = p.stat().st_size
-    with open(p, "r+b") as f:
-        f.truncate(length // 2 if size is None else size)
-    _drop_crc(p)
+    p = _file(path)
+    data = p.read_bytes()
+    _rewrite(p, data[: len(data) // 2 if size is None else size])
     return p
 
 
-def delete(path: str | os.PathLike) -> Path:
+def delete(path: str | os.PathLike | S3Object) -> File:
     """Remove ``path`` (and its ``.crc``), as a lost object or an over-eager clean-up would."""
-    p = Path(path)
+    p = _file(path)
     p.unlink()
     _drop_crc(p)
     return p
 
 
-def corrupt_snapshot_index(zip_path: str | os.PathLike) -> Path:
+def corrupt_snapshot_index(zip_path: str | os.PathLike | S3Object) -> File:
     """Rewrite the snapshot zip with one byte of its ``INDEX`` entry changed (its checksum no longer holds)."""
-    p = Path(zip_path)
-    with zipfile.ZipFile(p) as src:
+    p = _file(zip_path)
+    with zipfile.ZipFile(io.BytesIO(p.read_bytes())) as src:
         entries = [(info, src.read(info)) for info in src.infolist()]
     if not entries or entries[0][0].filename != "INDEX":
         raise ValueError(f"{p} is not a lineagestore snapshot (its first entry is not INDEX)")
@@ -131,8 +194,7 @@ def corrupt_snapshot_index(zip_path: str | os.PathLike) -> Path:
     with zipfile.ZipFile(buf, "w") as out:
         for info, data in entries:
             out.writestr(info, data)
-    p.write_bytes(buf.getvalue())
-    _drop_crc(p)
+    _rewrite(p, buf.getvalue())
     return p
 
 

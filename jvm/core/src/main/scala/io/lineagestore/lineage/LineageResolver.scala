@@ -34,6 +34,9 @@ trait LineageSource {
     * override it.
     */
   def lineageOf(id: CheckpointId): Option[Lineage] = ancestorsOf(id).map(Lineage(_))
+
+  /** Where the file `name` of this source is (e.g. its full `s3a://` URI), for errors that name it. */
+  def locate(name: String): String = name
 }
 
 /** Where a load starts from. */
@@ -94,13 +97,14 @@ object LineageResolver {
           return LoadPlan(target, LoadBase.Snapshot(target), Nil, Nil)
         case None =>
           throw new LineageException(
-            s"cannot load checkpoint $target: the delta file ${cursor.deltaFileName} it depends on is missing " +
+            s"cannot load checkpoint $target: the delta file ${source.locate(cursor.deltaFileName)} it depends on " +
+              "is missing " +
               s"(lineage so far: ${chain.mkString(" <- ")}). The checkpoint directory was damaged or cleaned " +
               "by hand; restore the missing file or restart the query from an older checkpoint."
           )
       }
       val ancestors = lineage.ancestors
-      checkContiguous(cursor, lineage)
+      checkContiguous(cursor, lineage, source)
       if (cursor == target) {
         local.find(ancestors.contains) match {
           case Some(l) =>
@@ -138,11 +142,12 @@ object LineageResolver {
         .lineageOf(cursor)
         .getOrElse(
           throw new LineageException(
-            s"cannot read changes down to version $downTo from $target: ${cursor.deltaFileName} is missing " +
+            s"cannot read changes down to version $downTo from $target: ${source.locate(cursor.deltaFileName)} " +
+              "is missing " +
               "(deltas older than the retention window are cleaned; ask for a newer start version)"
           )
         )
-      checkContiguous(cursor, lineage)
+      checkContiguous(cursor, lineage, source)
       if (lineage.fromEmpty) {
         throw new LineageException(
           s"cannot read changes down to version $downTo from $target: the store started afresh from an empty " +
@@ -156,20 +161,20 @@ object LineageResolver {
   }
 
   /** The lineage of `child` must list versions child-1, child-2, ... with no gap. */
-  private def checkContiguous(child: CheckpointId, lineage: Lineage): Unit = {
+  private def checkContiguous(child: CheckpointId, lineage: Lineage, source: LineageSource): Unit = {
     val ancestors = lineage.ancestors
     ancestors.zipWithIndex.foreach { case (a, i) =>
       val expected = child.version - 1 - i
       if (a.version != expected || expected < 1) {
         throw new LineageException(
-          s"lineage record of ${child.deltaFileName} is inconsistent: entry $i is $a, expected version " +
+          s"lineage record of ${source.locate(child.deltaFileName)} is inconsistent: entry $i is $a, expected version " +
             s"$expected. The file was not written by lineagestore or is damaged."
         )
       }
     }
     if (ancestors.isEmpty && child.version > 1 && !lineage.fromEmpty) {
       throw new LineageException(
-        s"lineage record of ${child.deltaFileName} is empty but version ${child.version} needs a parent. " +
+        s"lineage record of ${source.locate(child.deltaFileName)} is empty but version ${child.version} needs a parent. " +
           "The file was not written by lineagestore or is damaged."
       )
     }

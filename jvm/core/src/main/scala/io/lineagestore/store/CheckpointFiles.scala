@@ -107,6 +107,8 @@ final class CheckpointFiles(
 
   override def hasSnapshot(id: CheckpointId): Boolean = blobs.exists(id.snapshotFileName)
 
+  override def locate(name: String): String = blobs.locate(name)
+
   /** Streams a verified delta into `onRecord`; see [[DeltaFile.read]] for the staging contract. */
   def readDelta(id: CheckpointId)(onRecord: (Array[Byte], Array[Byte]) => Unit): DeltaHeader = {
     val name = id.deltaFileName

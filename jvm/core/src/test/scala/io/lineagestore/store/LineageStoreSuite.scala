@@ -10,7 +10,7 @@ import org.scalatest.funsuite.AnyFunSuite
 
 import io.lineagestore.engine.PendingWritesLimitException
 import io.lineagestore.format.{CorruptCheckpointFileException, StoreIdentity}
-import io.lineagestore.lineage.{CheckpointId, LoadBase}
+import io.lineagestore.lineage.{CheckpointId, LineageException, LoadBase}
 import io.lineagestore.storage.HadoopBlobStore
 
 /** The store against a real RocksDB and a real (local) Hadoop filesystem. */
@@ -134,6 +134,25 @@ class LineageStoreSuite extends AnyFunSuite with StoreFixture {
     val e = intercept[CorruptCheckpointFileException](newStore().load(v2))
     assert(e.getMessage.contains(v2.deltaFileName))
     Files.write(f.toPath, good)
+    val again = newStore()
+    again.load(v2)
+    assert(contents(again) == Map("a" -> "2"))
+  }
+
+  test("a missing delta fails the load naming its full location; put back, it loads") {
+    val s = newStore()
+    s.load(CheckpointId.Empty)
+    commitBatch(s, Map("a" -> "1"))
+    val v2 = commitBatch(s, Map("a" -> "2"))
+    val f = new File(remote, v2.deltaFileName)
+    val moved = new File(remote.getParentFile, s"${f.getName}.away")
+    assert(f.renameTo(moved))
+    val e = intercept[LineageException](newStore().load(v2))
+    assert(
+      e.getMessage.contains(s"${remote.getName}/${v2.deltaFileName} it depends on is missing"),
+      e.getMessage
+    )
+    assert(moved.renameTo(f))
     val again = newStore()
     again.load(v2)
     assert(contents(again) == Map("a" -> "2"))
