@@ -22,7 +22,6 @@ from lineagestore.testing import oracle
 from lineagestore.testing.harness import S3StreamHarness, StreamFailed
 from lineagestore.testing.s3_proxy import FAULT_TEST_HOLD_S, FaultyS3Proxy, s3a_conf_via_proxy
 
-
 LOCAL_DIR_KEY = "spark.sql.streaming.stateStore.lineagestore.localDir"
 
 
