@@ -84,7 +84,11 @@ def test_fault_steps_are_the_jvm_crash_points():
         / "jvm/core/src/main/scala/io/lineagestore/store/StoreSettings.scala"
     ).read_text()
     declared = re.findall(r'Step\("([a-z.-]+)"\)', scala)
-    assert tuple(declared) == faults.COMMIT_STEPS + faults.SNAPSHOT_STEPS + faults.CLEANUP_STEPS
+    assert tuple(declared) == faults.ALL_STEPS
+    assert (
+        faults.ALL_STEPS
+        == faults.COMMIT_STEPS + faults.SNAPSHOT_STEPS + faults.CLEANUP_STEPS + faults.RESTORE_STEPS
+    )
     with pytest.raises(ValueError, match="unknown step"):
         with faults.fail_once_at(None, "commit.later", "/tmp/x"):
             pass

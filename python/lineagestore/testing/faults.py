@@ -27,7 +27,8 @@ Batch attempts:
 Failures inside the provider (a JVM hook for tests, ``io.lineagestore.store.InjectedFaults``):
 
 * ``fail_once_at(spark, step, marker_dir)``: a context manager; queries started inside it fail the first
-  time any store reaches ``step`` (``COMMIT_STEPS``, ``SNAPSHOT_STEPS``, ``CLEANUP_STEPS``), once per
+  time any store reaches ``step`` (``COMMIT_STEPS``, ``SNAPSHOT_STEPS``, ``CLEANUP_STEPS``, ``RESTORE_STEPS``;
+  ``ALL_STEPS``), once per
   ``marker_dir``;
 * ``fail_commit_once(spark, marker_dir)`` and ``fail_snapshot_upload_once(spark, marker_dir)``: the usual
   two.
@@ -54,6 +55,8 @@ MARKER_DIR = FAULT_PREFIX + "markerDir"
 COMMIT_STEPS = ("commit.before-delta", "commit.after-delta", "commit.after-local-apply")
 SNAPSHOT_STEPS = ("snapshot.after-freeze", "snapshot.after-blobs", "snapshot.after-zip")
 CLEANUP_STEPS = ("cleanup.after-zips", "cleanup.after-blobs", "cleanup.after-deltas")
+RESTORE_STEPS = ("restore.after-snapshot-files", "restore.after-replay")
+ALL_STEPS = COMMIT_STEPS + SNAPSHOT_STEPS + CLEANUP_STEPS + RESTORE_STEPS
 
 _V2 = re.compile(r"^(\d+)_([A-Za-z0-9-]{1,64})\.(delta|zip)$")
 
@@ -240,12 +243,13 @@ def fail_once_at(spark: Any, step: str | tuple[str, ...], marker_dir: str | os.P
 
     Local mode runs a failed task once, so the query stops with the error; restart it to recover.
     ``snapshot.after-freeze`` runs inside the commit; the other snapshot steps and the clean-up steps run in
-    Spark's maintenance thread, whose failure the query does not see.
+    Spark's maintenance thread, whose failure the query does not see. The restore steps run in the task that
+    loads a store when it rebuilds its local directory (e.g. a restart on a fresh one).
     """
     steps = (step,) if isinstance(step, str) else tuple(step)
-    unknown = [s for s in steps if s not in COMMIT_STEPS + SNAPSHOT_STEPS + CLEANUP_STEPS]
+    unknown = [s for s in steps if s not in ALL_STEPS]
     if unknown:
-        raise ValueError(f"unknown step(s) {unknown}; steps: {COMMIT_STEPS + SNAPSHOT_STEPS + CLEANUP_STEPS}")
+        raise ValueError(f"unknown step(s) {unknown}; steps: {ALL_STEPS}")
     marker = Path(marker_dir)
     marker.mkdir(parents=True, exist_ok=True)
     spark.conf.set(FAIL_ONCE_AT, ",".join(steps))

@@ -151,11 +151,13 @@ final class LineageStore(
           counters.filesDownloaded.addAndGet(stats.filesMoved)
           counters.bytesDownloaded.addAndGet(stats.bytesMoved)
           counters.filesReused.addAndGet(stats.filesReused)
+          crash.at(CrashPoints.RestoreAfterSnapshotFiles)
         }
         presumedSnapshotVersion = s.version
         ancestors = plan.lineage.takeWhile(_.version >= s.version)
     }
     plan.deltas.foreach(replay)
+    if (plan.deltas.nonEmpty) crash.at(CrashPoints.RestoreAfterReplay)
     loaded = Some(plan.target)
     if (plan.deltas.nonEmpty && plan.base.isInstanceOf[LoadBase.Local]) {
       ancestors = ancestors.takeWhile(_.version >= presumedSnapshotVersion)

@@ -16,8 +16,9 @@ final case class StoreSettings(
     flushAheadOfFreeze: Boolean = true // a measuring switch for CommitMicroBench, not a configuration
 )
 
-/** Named steps of commit, snapshot upload and clean-up. A test passes a hook that stops the process (or
-  * throws) at a step; production passes [[CrashPoints.None]]. The list is the single source of step names.
+/** Named steps of commit, snapshot upload, clean-up and restore. A test passes a hook that stops the process
+  * (or throws) at a step; production passes [[CrashPoints.None]]. The list is the single source of step
+  * names.
   */
 trait CrashPoints { def at(step: CrashPoints.Step): Unit }
 
@@ -32,6 +33,10 @@ object CrashPoints {
   val CleanupAfterZips: Step = Step("cleanup.after-zips")
   val CleanupAfterBlobs: Step = Step("cleanup.after-blobs")
   val CleanupAfterDeltas: Step = Step("cleanup.after-deltas")
+  // a load that rebuilds the local directory: a snapshot's files are in it, RocksDB not reopened yet
+  val RestoreAfterSnapshotFiles: Step = Step("restore.after-snapshot-files")
+  // a load's deltas are replayed (WAL off: only in the memtable), the checkpoint not yet marked loaded
+  val RestoreAfterReplay: Step = Step("restore.after-replay")
   val All: Seq[Step] = Seq(
     CommitBeforeDelta,
     CommitAfterDelta,
@@ -41,7 +46,9 @@ object CrashPoints {
     SnapshotAfterZip,
     CleanupAfterZips,
     CleanupAfterBlobs,
-    CleanupAfterDeltas
+    CleanupAfterDeltas,
+    RestoreAfterSnapshotFiles,
+    RestoreAfterReplay
   )
   val None: CrashPoints = (_: Step) => ()
 }

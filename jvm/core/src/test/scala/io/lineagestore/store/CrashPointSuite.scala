@@ -17,11 +17,13 @@ import io.lineagestore.storage.HadoopBlobStore
 import io.lineagestore.testing.S3TestServer
 
 /** Stops a real process (Runtime.halt, no shutdown hooks, no finally blocks) at every named step of commit,
-  * snapshot upload and clean-up, then restarts on a fresh local directory and checks: the state equals the
-  * oracle at the last version the "driver" recorded, every retained version still loads, work continues, and
-  * after the orphan sweep no shared blob is left that no snapshot references. The steps come from
-  * [[CrashPoints.All]], so a new step is covered without touching the suites. The checkpoint lives under
-  * [[remoteUri]]: a local directory here, the real S3 server in [[S3CrashPointSuite]].
+  * snapshot upload, clean-up and restore (the workload restores the store cold on a second local directory
+  * every third batch), then checks: the local directories the crash left come back to the committed state,
+  * and a restart on a fresh local directory finds the state equal to the oracle at the last version the
+  * "driver" recorded, every retained version still loads, work continues, and after the orphan sweep no
+  * shared blob is left that no snapshot references. The steps come from [[CrashPoints.All]], so a new step is
+  * covered without touching the suites. The checkpoint lives under [[remoteUri]]: a local directory here, the
+  * real S3 server in [[S3CrashPointSuite]].
   */
 abstract class CrashPointBehaviour(hits: Seq[Int]) extends AnyFunSuite {
   import CrashWorkload._
@@ -34,14 +36,23 @@ abstract class CrashPointBehaviour(hits: Seq[Int]) extends AnyFunSuite {
       val root = Files.createTempDirectory("lineagestore-crash").toFile
       val remote = remoteUri(root)
       val exit = runChild(root, remote, step.name, hit, batches = 12)
-      assert(exit == HaltCode || exit == 0, s"child exited with $exit; see ${new File(root, "child.log")}")
+      // the child must have crashed there: a step the workload never reaches (hit times) tests nothing
+      assert(exit == HaltCode, s"child exited with $exit; see ${new File(root, "child.log")}")
+      val committed = readCommitLog(root)
+      val head = committed.lastOption.getOrElse(CheckpointId.Empty)
+
+      // a restart on the same host reuses the local directories the crash left (no clean-close record in
+      // them, RocksDB's memtable lost): each must come back to the committed state
+      for (left <- Seq("child-local", "child-restore").map(new File(root, _)) if left.exists()) {
+        val reused = newStore(remote, left, CrashPoints.None)
+        try { reused.load(head); assert(contents(reused) == oracle(head.version), s"reusing $left at $head") }
+        finally reused.close()
+      }
 
       // restart: a new process with an empty local directory, driven by what the commit log recorded
-      val committed = readCommitLog(root)
       val store = newStore(remote, new File(root, "restart"), CrashPoints.None)
       try {
         // a crash inside the first commit leaves nothing committed: restart from the empty state
-        val head = committed.lastOption.getOrElse(CheckpointId.Empty)
         store.load(head)
         assert(contents(store) == oracle(head.version), s"state after restart at $head")
         // every version clean-up retained is still loadable
@@ -149,6 +160,11 @@ object CrashWorkload {
     finally it.close()
   }
 
+  private def deleteRecursively(f: File): Unit = {
+    Option(f.listFiles()).foreach(_.foreach(deleteRecursively))
+    f.delete()
+  }
+
   def readCommitLog(root: File): Seq[CheckpointId] = {
     val f = new File(root, "commits")
     if (!f.exists()) Nil
@@ -181,6 +197,12 @@ object CrashWorkload {
         StandardOpenOption.CREATE,
         StandardOpenOption.APPEND
       )
+      if (v % 3 == 0) { // another executor restores the store cold: a snapshot's files, then deltas replayed
+        deleteRecursively(new File(root, "child-restore"))
+        val restorer = newStore(remote, new File(root, "child-restore"), crash)
+        try restorer.load(head)
+        finally restorer.close()
+      }
       store.load(head) // the next batch starts from what the driver committed
       store.uploadSnapshots()
       store.cleanup()
