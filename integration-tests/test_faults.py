@@ -17,6 +17,7 @@ from lineagestore.testing.harness import BUILTIN_PROVIDER, LINEAGE_PROVIDER, Str
 
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 MIN_DELTAS_KEY = "spark.sql.streaming.stateStore.minDeltasForSnapshot"
+LOCAL_DIR_KEY = "spark.sql.streaming.stateStore.lineagestore.localDir"
 
 
 @pytest.fixture
@@ -142,6 +143,29 @@ def test_a_failed_snapshot_upload_is_retried_and_loses_nothing(h, spark, tmp_pat
         h.add(rows)
         h.run(oracle.running_aggregate_query, "update")
     _wait_for(lambda: faults.state_files(h.checkpoint, "zip"))
+    _check(h, runs)
+
+
+def test_a_restore_that_fails_midway_is_redone_by_the_restart(h, spark, tmp_path):
+    """A task fails while it rebuilds a store's local directory (a fresh one: the snapshot's files are in, the
+    deltas after it replayed, RocksDB not yet marked loaded); the restart redoes the restore in full."""
+    runs = oracle.keyed_runs(5, 5, rows=8, keys=5, max_v=49)
+    for rows in runs[:3]:
+        h.add(rows)
+        h.run(oracle.running_aggregate_query, "update")
+    _wait_for(lambda: faults.state_files(h.checkpoint, "zip", partition=0))
+    for step in faults.RESTORE_STEPS:
+        batch = 3 + faults.RESTORE_STEPS.index(step)
+        h.add(runs[batch])
+        spark.conf.set(LOCAL_DIR_KEY, str(tmp_path / f"local-{step}"))  # every store restores from the store
+        try:
+            with faults.fail_once_at(spark, step, tmp_path / "markers") as markers:
+                with pytest.raises(StreamFailed, match=f"test fault injected at {step}"):
+                    h.run(oracle.running_aggregate_query, "update")
+            assert faults.fired(markers, step)
+            assert h.run(oracle.running_aggregate_query, "update").batch_ids == [batch]
+        finally:
+            spark.conf.unset(LOCAL_DIR_KEY)
     _check(h, runs)
 
 
