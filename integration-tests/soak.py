@@ -146,9 +146,12 @@ def _write_input(input_dir: Path, n: int, rows: list[dict], t0: float) -> None:
     os.utime(final, (t0 + n, t0 + n))  # the file source takes the oldest first: batch n reads file n
 
 
-def _commits(client, bucket: str) -> int:
+def _last_commit(client, bucket: str) -> int:
+    """The newest committed batch id (-1: none). Not a count: Spark purges old commits beyond
+    minBatchesToRetain, so the count stops growing (a count-based kill trigger stopped firing)."""
     resp = client.list_objects_v2(Bucket=bucket, Prefix="checkpoint/commits/")
-    return sum(1 for o in resp.get("Contents", []) if o["Key"].rsplit("/", 1)[-1].isdigit())
+    names = [o["Key"].rsplit("/", 1)[-1] for o in resp.get("Contents", [])]
+    return max((int(n) for n in names if n.isdigit()), default=-1)
 
 
 def _remember_logs(client, bucket: str, seen: dict[str, dict]) -> None:
@@ -284,7 +287,7 @@ def run_soak(
                 proc = subprocess.Popen(
                     cmd, env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True
                 )
-                start_commits = _commits(direct, bucket)
+                start_commit = _last_commit(direct, bucket)
                 kill_at = None
                 hang_deadline = time.monotonic() + 900
                 next_look = time.monotonic()
@@ -297,7 +300,7 @@ def run_soak(
                         proc.wait()
                         report["hangs"] += 1
                         return "failed"
-                    if may_kill and kill_at is None and _commits(direct, bucket) > start_commits:
+                    if may_kill and kill_at is None and _last_commit(direct, bucket) > start_commit:
                         kill_at = time.monotonic() + rnd.uniform(0, 2.0)
                     if kill_at is not None and time.monotonic() >= kill_at:
                         os.killpg(proc.pid, signal.SIGKILL)
