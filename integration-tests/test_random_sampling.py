@@ -1,0 +1,162 @@
+"""Seed 003, appendix case 2: a stateful function that keeps a random sample of a fixed size per key.
+
+The seed states it with transformWithState, which Spark 4.3 runs only on its own RocksDB provider (a fixed
+set of provider class names, see docs/reliability.md); the same scenario runs here with
+``applyInPandasWithState``: per group a reservoir sample of ``SAMPLE`` elements and the number seen, drawn
+with an unseeded random generator, so two attempts of one batch keep different samples.
+
+As in test_random_bucketing.py, a batch runs twice (its commit log entry is deleted after it ran, as if the
+process died between the state commit and Spark's commit log), both attempts' deltas and snapshots stay in
+the checkpoint, then the query continues on the same executor and finally on an empty local directory.
+
+Invariants, checked after every run, for every group:
+
+* the sample holds ``min(SAMPLE, seen)`` distinct elements of that group, ``seen`` counts every element of
+  the group written so far (no element lost or counted twice);
+* **each batch's sample is drawn from the previous batch's sample (as output by the attempt the commit log
+  chose) and the elements that batch read**: a store that loaded the other attempt's state would keep
+  elements the chosen attempt had already dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+LOCAL_DIR_KEY = "spark.sql.streaming.stateStore.lineagestore.localDir"
+SAMPLE = 5
+GROUPS = 2
+
+
+def reservoir(key, frames, state) -> Iterator:
+    """applyInPandasWithState: the group's sample and count, updated with an unseeded generator."""
+    import random
+
+    import pandas as pd
+
+    rnd = random.Random()  # a new draw per attempt: the seed's non-deterministic UDF
+    kept, seen = (json.loads(state.get[0]), state.get[1]) if state.exists else ([], 0)
+    for frame in frames:
+        for element in frame["payload"]:
+            seen += 1
+            if len(kept) < SAMPLE:
+                kept.append(element)
+            else:
+                slot = rnd.randrange(seen)
+                if slot < SAMPLE:
+                    kept[slot] = element
+    state.update((json.dumps(kept), seen))
+    yield pd.DataFrame({"g": [key[0]], "sample": [json.dumps(kept)], "seen": [seen]})
+
+
+def test_random_samples_follow_the_committed_attempt_across_attempts_and_restarts(spark, provider, tmp_path):
+    if provider != "lineagestore":
+        pytest.skip("the scenario needs unique checkpoint IDs (checkpoint format 2 on lineagestore)")
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    inp = tmp_path / "in"
+    inp.mkdir()
+    checkpoint = tmp_path / "ck"
+    files: list[list[str]] = []  # elements of input file n, read by batch n
+    outputs: dict[int, dict[str, tuple[list[str], int]]] = {}
+
+    def add(n: int) -> None:
+        start = sum(len(f) for f in files)
+        elements = [f"e{start + i}" for i in range(n)]
+        name = f"f{len(files):05d}.json"
+        rows = "".join(json.dumps({"g": _group(e), "payload": e}) + "\n" for e in elements)
+        (inp / f".{name}").write_text(rows)
+        (inp / f".{name}").rename(inp / name)
+        stamp = 1_700_000_000 + len(files)  # the file source takes the oldest first: batch n reads file n
+        os.utime(inp / name, (stamp, stamp))
+        files.append(elements)
+
+    def collect(df, batch_id: int) -> None:
+        outputs[batch_id] = {r["g"]: (json.loads(r["sample"]), r["seen"]) for r in df.collect()}
+
+    def run() -> int:
+        samples = (
+            spark.readStream.schema("g string, payload string")
+            .option("maxFilesPerTrigger", 1)
+            .json(str(inp))
+            .groupBy("g")
+            .applyInPandasWithState(
+                reservoir,
+                "g string, sample string, seen long",
+                "sample string, seen long",
+                "update",
+                GroupStateTimeout.NoTimeout,
+            )
+        )
+        q = (
+            samples.writeStream.outputMode("update")
+            .foreachBatch(collect)
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+        assert q.awaitTermination(180)
+        _check(outputs, files)
+        return max(outputs)
+
+    snapshot_key = "spark.sql.streaming.stateStore.minDeltasForSnapshot"
+    before = {k: spark.conf.get(k, None) for k in (snapshot_key, LOCAL_DIR_KEY)}
+    spark.conf.set(snapshot_key, "1")  # a snapshot per attempt
+    try:
+        add(20)
+        add(20)
+        assert run() == 1
+        first_attempt = outputs[1]
+        (checkpoint / "commits" / "1").unlink()  # died after batch 1's state commit, before its commit log
+        for crc in (checkpoint / "commits").glob(".1.crc"):
+            crc.unlink()
+        assert run() == 1  # batch 1 again: a second attempt of state version 2, sampled anew
+        assert outputs[1] != first_attempt, "both attempts drew the same samples: nothing would be tested"
+        attempts = [_deltas(checkpoint, p, version=2) for p in _partitions(checkpoint)]
+        assert any(len(a) == 2 for a in attempts), f"no partition has both attempts of version 2: {attempts}"
+
+        add(20)
+        assert run() == 2  # on the executor that held the first attempt
+        fresh = tmp_path / "fresh-local-dir"
+        fresh.mkdir()
+        spark.conf.set(LOCAL_DIR_KEY, str(fresh))
+        add(20)
+        assert run() == 3  # from the checkpoint alone
+        assert any((fresh / "lineagestore").rglob("*.sst")), f"the restart did not use {fresh}"
+    finally:
+        for key, value in before.items():
+            spark.conf.unset(key) if value is None else spark.conf.set(key, value)
+
+
+def _group(element: str) -> str:
+    return f"g{int(element[1:]) % GROUPS}"
+
+
+def _check(outputs: dict[int, dict[str, tuple[list[str], int]]], files: list[list[str]]) -> None:
+    """The invariants of the module's docstring, over every batch output so far (batch n read file n)."""
+    for batch in sorted(outputs):
+        written = [e for f in files[: batch + 1] for e in f]
+        for group, (sample, seen) in outputs[batch].items():
+            mine = {e for e in written if _group(e) == group}
+            assert seen == len(mine), f"batch {batch} {group}: seen {seen}, written {len(mine)}"
+            assert len(sample) == len(set(sample)) == min(SAMPLE, seen), f"batch {batch} {group}: {sample}"
+            assert set(sample) <= mine, f"batch {batch} {group}: {sorted(set(sample) - mine)} never written"
+            if batch - 1 in outputs and group in outputs[batch - 1]:
+                allowed = set(outputs[batch - 1][group][0]) | set(files[batch])
+                stale = sorted(set(sample) - allowed)
+                assert not stale, (
+                    f"batch {batch} {group}: {stale} were dropped by the committed attempt of batch "
+                    f"{batch - 1} (sample {outputs[batch - 1][group][0]}): the state came from another attempt"
+                )
+
+
+def _partitions(checkpoint: Path) -> list[Path]:
+    return sorted(p for p in (checkpoint / "state" / "0").iterdir() if p.name.isdigit())
+
+
+def _deltas(checkpoint: Path, partition: Path, version: int) -> list[str]:
+    return sorted(f.name for f in partition.rglob(f"{version}_*.delta"))
