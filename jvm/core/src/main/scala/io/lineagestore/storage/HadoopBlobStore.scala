@@ -27,7 +27,9 @@ import org.apache.hadoop.util.functional.FutureIO
   * Requests: nothing but [[list]] lists, and only the orphan sweep and the tools call it. On s3a an existence
   * check is one HEAD, and a write is only its PUT (or multipart upload): names are never reused, so the
   * create probe that guards against overwriting (a HEAD and a LIST per write) is skipped
-  * (`fs.s3a.create.performance`).
+  * (`fs.s3a.create.performance`); with `fs.s3a.create.conditional.enabled` (the default) that PUT is
+  * conditional (`If-None-Match: *`), so a server that honours it refuses to overwrite an existing name
+  * (S3BlobStoreSuite).
   *
   * Failures of the filesystem itself (credentials refused, bucket missing, endpoint unreachable, errors that
   * outlasted the client's retries) surface as [[BlobStoreAccessException]], naming the operation, the full
