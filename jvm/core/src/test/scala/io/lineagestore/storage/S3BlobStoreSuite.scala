@@ -29,6 +29,25 @@ class S3BlobStoreSuite extends AnyFunSuite {
     assert(read(blobs, "a.delta") == "first")
   }
 
+  test("a large blob goes up as a multipart upload and reads back byte for byte") {
+    val s3 = S3TestServer.require(this)
+    val conf = s3.configuration
+    conf.set("fs.s3a.multipart.size", "5M") // S3's smallest part; s3a's default is 64M
+    conf.set("fs.s3a.multipart.threshold", "5M")
+    conf.setBoolean("fs.s3a.impl.disable.cache", true) // a filesystem of its own, with these settings
+    val root = new Path(s3.freshUri("multipart"))
+    val blobs = new HadoopBlobStore(root, conf)
+    val bytes = new Array[Byte](12 << 20)
+    new scala.util.Random(7).nextBytes(bytes)
+    blobs.write("shared/big.sst")(_.write(bytes))
+    val in = blobs.open("shared/big.sst")
+    try assert(java.util.Arrays.equals(in.readAllBytes(), bytes))
+    finally in.close()
+    val status = root.getFileSystem(conf).getFileStatus(new Path(root, "shared/big.sst"))
+    val etag = status.asInstanceOf[org.apache.hadoop.fs.EtagSource].getEtag
+    assert(etag.stripSuffix("\"").endsWith("-3"), s"ETag $etag: not an upload in 3 parts")
+  }
+
   test("a writer that fails publishes nothing under the name") {
     val blobs = store()
     intercept[IllegalStateException](blobs.write("b.delta") { out =>
