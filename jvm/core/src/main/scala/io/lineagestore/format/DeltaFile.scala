@@ -30,7 +30,7 @@ final case class DeltaHeader(
 }
 
 /** Thrown for any file that is corrupt, truncated, foreign or of an unknown format version. */
-class CorruptCheckpointFileException(val file: String, detail: String, cause: Throwable = null)
+class CorruptCheckpointFileException(val file: String, val detail: String, cause: Throwable = null)
     extends IOException(
       s"checkpoint file $file is unusable: $detail. It was not written by this lineagestore store, or it is " +
         "damaged; restore it from a backup or restart the query from an older checkpoint. Nothing was loaded " +
@@ -218,9 +218,7 @@ object DeltaFile {
     // the last 4 bytes (fileCrc) never reach the codec, which may read ahead to the end of its input
     val tail = new TailHoldingInputStream(new BufferedInputStream(in, 1 << 16), CrcBytes)
     val stored = new CheckedInputStream(tail, crc)
-    guard(file) {
-      val (header, codec) = readVerifiedHeader(new DataInputStream(stored), crc, file, expected, expectedId)
-      val body = new DataInputStream(new BufferedInputStream(codec.unwrap(stored), 1 << 16))
+    def readRecords(body: DataInputStream): Unit = {
       var count = 0L
       var done = false
       while (!done) {
@@ -234,13 +232,34 @@ object DeltaFile {
           case other => corrupt(file, s"unknown record type $other")
         }
       }
-      if (stored.read() != -1) corrupt(file, "trailing bytes after the records")
+    }
+    def checksumHolds: Boolean = {
       val expectedCrc = tail.heldBack
-      if (expectedCrc.length != CrcBytes) corrupt(file, "truncated")
-      if (java.nio.ByteBuffer.wrap(expectedCrc).getInt != crc.getValue.toInt)
-        corrupt(file, "file checksum mismatch")
+      expectedCrc.length == CrcBytes && java.nio.ByteBuffer.wrap(expectedCrc).getInt == crc.getValue.toInt
+    }
+    guard(file) {
+      val (header, codec) = readVerifiedHeader(new DataInputStream(stored), crc, file, expected, expectedId)
+      try
+        guard(file)(readRecords(new DataInputStream(new BufferedInputStream(codec.unwrap(stored), 1 << 16))))
+      catch {
+        // the records stream by before the checksum is known: when they break, read the rest and say whether
+        // the bytes changed after they were written (damage in storage) or were written so (a foreign file)
+        case e: CorruptCheckpointFileException if drained(stored) && !checksumHolds =>
+          corrupt(file, s"file checksum mismatch (reading it failed first: ${e.detail})")
+      }
+      if (stored.read() != -1) corrupt(file, "trailing bytes after the records")
+      if (tail.heldBack.length != CrcBytes) corrupt(file, "truncated")
+      if (!checksumHolds) corrupt(file, "file checksum mismatch")
       header
     }
+
+  }
+
+  /** Reads `in` to its end; false if reading fails (the store, not the content: the first error stands). */
+  private def drained(in: InputStream): Boolean = {
+    val buffer = new Array[Byte](1 << 16)
+    try { while (in.read(buffer) != -1) {}; true }
+    catch { case _: IOException => false }
   }
 
   private def readVerifiedHeader(
