@@ -3,9 +3,7 @@
 Usage: python query.py <work dir>
 Reads JSON events from <work>/input (one file per batch, maxFilesPerTrigger=1), deduplicates them by event
 id (state), counts per key (state), and writes both through IdempotentBatchWriter, exactly once per batch.
-A third query writes the deduplicated events with Spark's own file sink (JSON, append mode), whose metadata
-log (<work>/out-file-sink/_spark_metadata) says which of its files are committed. Exits 0 once every input
-file is processed.
+Exits 0 once every input file is processed.
 """
 
 from __future__ import annotations
@@ -54,18 +52,8 @@ def main(work: Path) -> None:
         .trigger(availableNow=True)
         .start()
     )
-    q3 = (
-        events.dropDuplicates(["id"])
-        .writeStream.format("json")
-        .outputMode("append")
-        .option("path", str(work / "out-file-sink"))
-        .option("checkpointLocation", str(work / "ck-file-sink"))
-        .trigger(availableNow=True)
-        .start()
-    )
     q1.awaitTermination()
     q2.awaitTermination()
-    q3.awaitTermination()
     spark.stop()
 
 
