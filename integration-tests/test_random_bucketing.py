@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from pyspark.sql import functions as F
 
-LOCAL_DIR_KEY = "spark.sql.streaming.stateStore.lineagestore.localDir"
+from seed003_attempts import two_attempts_then_restarts
+
 BUCKETS = 16
 
 
@@ -72,36 +72,4 @@ def test_random_buckets_keep_every_element_once_across_attempts_and_restarts(spa
         )
         return last
 
-    snapshot_key = "spark.sql.streaming.stateStore.minDeltasForSnapshot"
-    before = {k: spark.conf.get(k, None) for k in (snapshot_key, LOCAL_DIR_KEY)}
-    spark.conf.set(snapshot_key, "1")  # a snapshot per attempt
-    try:
-        add(20)
-        add(20)
-        assert run() == 1
-        (checkpoint / "commits" / "1").unlink()  # died after batch 1's state commit, before its commit log
-        for crc in (checkpoint / "commits").glob(".1.crc"):
-            crc.unlink()
-        assert run() == 1  # batch 1 again: a second attempt of state version 2, bucketed anew
-        attempts = [_deltas(checkpoint, p, version=2) for p in _partitions(checkpoint)]
-        assert any(len(a) == 2 for a in attempts), f"no partition has both attempts of version 2: {attempts}"
-
-        add(20)
-        assert run() == 2  # on the executor that held the first attempt
-        fresh = tmp_path / "fresh-local-dir"
-        fresh.mkdir()
-        spark.conf.set(LOCAL_DIR_KEY, str(fresh))
-        add(20)
-        assert run() == 3  # from the checkpoint alone
-        assert any((fresh / "lineagestore").rglob("*.sst")), f"the restart did not use {fresh}"
-    finally:
-        for key, value in before.items():
-            spark.conf.unset(key) if value is None else spark.conf.set(key, value)
-
-
-def _partitions(checkpoint: Path) -> list[Path]:
-    return sorted(p for p in (checkpoint / "state" / "0").iterdir() if p.name.isdigit())
-
-
-def _deltas(checkpoint: Path, partition: Path, version: int) -> list[str]:
-    return sorted(f.name for f in partition.rglob(f"{version}_*.delta"))
+    two_attempts_then_restarts(spark, checkpoint, tmp_path / "fresh-local-dir", add, run)
