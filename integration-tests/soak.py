@@ -1,6 +1,6 @@
 """Chaos soak: a lineagestore stateful query on s3a:// through FaultyS3Proxy, under every kind of fault.
 
-    python integration-tests/soak.py --batches 120 --seed 7 --fault-rate 0.03 [--json report.json]
+    python integration-tests/soak.py --batches 80 --seed 7 --fault-rate 0.02 [--json report.json]
 
 The query (a child process, so it can be killed with SIGKILL like test_exactly_once does) reads one JSON file
 per micro-batch, ``dropDuplicates(["id"])`` (state) then ``groupBy("k").agg(count, sum(v))`` (state, update
