@@ -9,12 +9,22 @@ import io.lineagestore.lineage.CheckpointId
 /** One file of a RocksDB checkpoint as a snapshot records it. Identity is content: `sha256` of the bytes, not
   * the file name (RocksDB reuses file numbers across instances). `blob` names the shared blob holding the
   * bytes (immutable SST files, stored once and referenced by every snapshot containing them); None means the
-  * bytes travel inside the snapshot's zip (the small mutable files: CURRENT, MANIFEST, OPTIONS).
+  * bytes travel inside the snapshot's zip (the small mutable files: CURRENT, MANIFEST, OPTIONS). `crc32c` (8
+  * hex digits) checks a download: the CPU computes it at memory speed, where SHA-256 costs a core for every
+  * few hundred MB/s in a JVM whose JIT has not yet reached it, as in a restarted executor. None in indexes of
+  * schema 1, whose downloads are checked against `sha256`.
   */
-final case class SnapshotFile(name: String, size: Long, sha256: String, blob: Option[String]) {
+final case class SnapshotFile(
+    name: String,
+    size: Long,
+    sha256: String,
+    blob: Option[String],
+    crc32c: Option[String] = None
+) {
   require(SnapshotFile.isSafeName(name), s"unsafe file name '$name' in a snapshot")
   blob.foreach(b => require(SnapshotFile.isSafeName(b), s"unsafe blob name '$b' in a snapshot"))
   require(size >= 0 && sha256.matches("[0-9a-f]{64}"), s"bad size or checksum for '$name'")
+  crc32c.foreach(c => require(c.matches("[0-9a-f]{8}"), s"bad CRC32C '$c' for '$name'"))
 }
 
 object SnapshotFile {
@@ -26,15 +36,16 @@ object SnapshotFile {
 /** The index of a snapshot `<version>_<uniqueId>.zip`: which store and checkpoint, the lineage (ancestors,
   * newest first, as the delta of the same checkpoint has it), and every file of the RocksDB checkpoint.
   *
-  * Text format, schema version 1 (one record per line, fields separated by one space):
+  * Text format, schema version 2 (one record per line, fields separated by one space):
   * {{{
-  *   lineagestore-snapshot-index 1
+  *   lineagestore-snapshot-index 2
   *   store <operatorId> <partitionId> <storeName, URL-encoded>
   *   checkpoint <version> <uniqueId>
-  *   ancestor <version> <uniqueId>                 (zero or more, newest first)
-  *   file <name> <size> <sha256 hex> <blob or ->   (one per file of the RocksDB checkpoint)
+  *   ancestor <version> <uniqueId>                                 (zero or more, newest first)
+  *   file <name> <size> <sha256 hex> <crc32c hex or -> <blob or ->  (one per file of the RocksDB checkpoint)
   *   end <CRC32C, hex, of all bytes before this line>
   * }}}
+  * Schema 1 (still read) has no crc32c field in its file lines.
   */
 final case class SnapshotIndex(
     store: StoreIdentity,
@@ -47,7 +58,10 @@ final case class SnapshotIndex(
 }
 
 object SnapshotIndex {
-  val SchemaVersion = 1
+  val SchemaVersion = 2
+
+  /** Schema versions this build reads. */
+  val ReadableVersions: Set[Int] = Set(1, 2)
   private val Head = "lineagestore-snapshot-index"
 
   def serialize(index: SnapshotIndex): Array[Byte] = {
@@ -56,7 +70,9 @@ object SnapshotIndex {
     sb ++= s"store ${index.store.operatorId} ${index.store.partitionId} ${encode(index.store.storeName)}\n"
     sb ++= s"checkpoint ${index.checkpoint.version} ${index.checkpoint.uniqueId}\n"
     index.ancestors.foreach(a => sb ++= s"ancestor ${a.version} ${a.uniqueId}\n")
-    index.files.foreach(f => sb ++= s"file ${f.name} ${f.size} ${f.sha256} ${f.blob.getOrElse("-")}\n")
+    index.files.foreach { f =>
+      sb ++= s"file ${f.name} ${f.size} ${f.sha256} ${f.crc32c.getOrElse("-")} ${f.blob.getOrElse("-")}\n"
+    }
     val body = sb.result().getBytes(UTF_8)
     body ++ s"end ${crcHex(body)}\n".getBytes(UTF_8)
   }
@@ -69,11 +85,15 @@ object SnapshotIndex {
     val body = text.substring(0, endAt).getBytes(UTF_8)
     if (text.substring(endAt + 4).trim != crcHex(body)) bad("checksum mismatch")
     val lines = text.substring(0, endAt).split("\n").toSeq
-    lines.headOption.map(_.split(" ").toSeq) match {
-      case Some(Seq(Head, v)) if v == SchemaVersion.toString =>
-      case Some(Seq(Head, v)) => bad(s"schema version $v is not supported (this build reads $SchemaVersion)")
-      case _                  => bad("not a lineagestore snapshot index")
+    val schema = lines.headOption.map(_.split(" ").toSeq) match {
+      case Some(Seq(Head, v)) if ReadableVersions.exists(_.toString == v) => v.toInt
+      case Some(Seq(Head, v))                                             =>
+        bad(
+          s"schema version $v is not supported (this build reads ${ReadableVersions.toSeq.sorted.mkString(" and ")})"
+        )
+      case _ => bad("not a lineagestore snapshot index")
     }
+    def opt(field: String): Option[String] = if (field == "-") None else Some(field)
     var store: Option[StoreIdentity] = None
     var checkpoint: Option[CheckpointId] = None
     val ancestors = Seq.newBuilder[CheckpointId]
@@ -83,10 +103,12 @@ object SnapshotIndex {
         line.split(" ").toSeq match {
           case Seq("store", op, part, name) =>
             store = Some(StoreIdentity(op.toLong, part.toInt, decode(name)))
-          case Seq("checkpoint", v, id)        => checkpoint = Some(CheckpointId(v.toLong, id))
-          case Seq("ancestor", v, id)          => ancestors += CheckpointId(v.toLong, id)
-          case Seq("file", n, size, sha, blob) =>
-            files += SnapshotFile(n, size.toLong, sha, if (blob == "-") None else Some(blob))
+          case Seq("checkpoint", v, id)                       => checkpoint = Some(CheckpointId(v.toLong, id))
+          case Seq("ancestor", v, id)                         => ancestors += CheckpointId(v.toLong, id)
+          case Seq("file", n, size, sha, blob) if schema == 1 =>
+            files += SnapshotFile(n, size.toLong, sha, opt(blob))
+          case Seq("file", n, size, sha, crc, blob) if schema >= 2 =>
+            files += SnapshotFile(n, size.toLong, sha, opt(blob), opt(crc))
           case _ => bad(s"unreadable line '$line'")
         }
       }
@@ -104,8 +126,11 @@ object SnapshotIndex {
   private def crcHex(b: Array[Byte]): String = {
     val c = new CRC32C
     c.update(b)
-    f"${c.getValue}%08x"
+    crc32cHex(c)
   }
+
+  /** How an index writes a CRC32C: 8 lowercase hex digits. */
+  def crc32cHex(c: CRC32C): String = f"${c.getValue}%08x"
   private def encode(s: String): String = URLEncoder.encode(s, UTF_8)
   private def decode(s: String): String = URLDecoder.decode(s, UTF_8)
 }

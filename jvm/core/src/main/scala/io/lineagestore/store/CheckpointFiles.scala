@@ -157,25 +157,28 @@ final class CheckpointFiles(
       transferPool.submit(new Callable[SnapshotFile] {
         override def call(): SnapshotFile = {
           val blob = s"${UUID.randomUUID()}.sst"
-          val digest = MessageDigest.getInstance("SHA-256")
+          val hashes = new ContentHashes
           blobs.write(sharedPath(blob)) { out =>
-            val in = new DigestInputStream(new FileInputStream(byName(f.name)), digest)
-            try in.transferTo(out)
+            val in = new FileInputStream(byName(f.name))
+            try ContentHashes.pump(in) { (buf, n) => hashes.update(buf, 0, n); out.write(buf, 0, n) }
             finally in.close()
           }
           blobWritten(blob)
-          val h = hex(digest.digest())
+          val h = hashes.sha256
           knownHashes.synchronized(knownHashes(f.name) = (f.size, h))
-          SnapshotFile(f.name, f.size, h, Some(blob))
+          SnapshotFile(f.name, f.size, h, Some(blob), Some(hashes.crc32c))
         }
       })
     }
     val uploaded = awaitAll(uploads)
     val inline = decisions.collect { case UploadDecision.Inline(f) =>
-      SnapshotFile(f.name, f.size, sha256Of(byName(f.name)), None)
+      val hashes = ContentHashes.of(byName(f.name))
+      SnapshotFile(f.name, f.size, hashes.sha256, None, Some(hashes.crc32c))
     }
     val reused = decisions.collect { case UploadDecision.Reuse(f, existing) =>
-      SnapshotFile(f.name, f.size, existing.sha256, existing.blob)
+      // a base written by schema 1 has no CRC32C; the local file holds the same bytes (same SHA-256)
+      val crc = existing.crc32c.getOrElse(ContentHashes.crc32cOf(byName(f.name)))
+      SnapshotFile(f.name, f.size, existing.sha256, existing.blob, Some(crc))
     }
     val index = SnapshotIndex(store, id, ancestors, (uploaded ++ inline ++ reused).sortBy(_.name))
     afterBlobs()
@@ -322,7 +325,7 @@ final class CheckpointFiles(
       location: String
   ): Unit = {
     val tmp = new File(dest.getParentFile, s".${dest.getName}.${UUID.randomUUID()}.tmp")
-    val digest = MessageDigest.getInstance("SHA-256")
+    val check = new DownloadCheck(f)
     val inFlight = mutable.Queue.empty[(Long, Int, CompletableFuture[ByteBuffer])]
     var next = 0
     def askMore(): Unit = while (next < parts.size && inFlight.size < ranged.window) {
@@ -341,7 +344,7 @@ final class CheckpointFiles(
             catch { case e: ExecutionException => throw Option(e.getCause).getOrElse(e) }
           askMore()
           if (data.remaining != length) DeltaFile.corrupt(location, s"range at $offset came back short")
-          digest.update(data.duplicate())
+          check.update(data)
           var at = offset
           while (data.hasRemaining) at += out.write(data, at)
         }
@@ -352,27 +355,30 @@ final class CheckpointFiles(
         DeltaFile.corrupt(location, s"it is shorter than the ${f.size} bytes its index gives for ${f.name}")
       case t: Throwable => tmp.delete(); throw t
     }
-    if (hex(digest.digest()) != f.sha256) {
+    if (!check.matches) {
       tmp.delete()
-      DeltaFile.corrupt(location, s"content of ${f.name} does not match its index")
+      DeltaFile.corrupt(location, s"content of ${f.name} does not match its index (${check.checksumName})")
     }
     Files.move(tmp.toPath, dest.toPath, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE)
   }
 
-  /** Copies `in` to `dest` through a temporary file, checking size and SHA-256 on the fly. */
+  /** Copies `in` to `dest` through a temporary file, checking size and checksum on the fly
+    * ([[DownloadCheck]]).
+    */
   private def writeVerified(in: InputStream, dest: File, f: SnapshotFile, location: String): Unit = {
     val tmp = new File(dest.getParentFile, s".${dest.getName}.${UUID.randomUUID()}.tmp")
-    val digest = MessageDigest.getInstance("SHA-256")
-    val n =
-      try {
-        val out = new FileOutputStream(tmp)
-        try new DigestInputStream(in, digest).transferTo(out)
-        finally out.close()
-      } catch { case t: Throwable => tmp.delete(); throw t }
-    val h = hex(digest.digest())
-    if (n != f.size || h != f.sha256) {
+    val check = new DownloadCheck(f)
+    try {
+      val out = new FileOutputStream(tmp)
+      try ContentHashes.pump(in) { (buf, n) => check.update(buf, 0, n); out.write(buf, 0, n) }
+      finally out.close()
+    } catch { case t: Throwable => tmp.delete(); throw t }
+    if (!check.matches) {
       tmp.delete()
-      DeltaFile.corrupt(location, s"content of ${f.name} does not match its index (size $n vs ${f.size})")
+      DeltaFile.corrupt(
+        location,
+        s"content of ${f.name} does not match its index (size ${check.bytesSeen} vs ${f.size}, ${check.checksumName})"
+      )
     }
     Files.move(tmp.toPath, dest.toPath, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE)
   }

@@ -130,16 +130,45 @@ class FormatSuite extends AnyFunSuite {
       id,
       lineage,
       Seq(
-        SnapshotFile("000012.sst", 100, "a" * 64, Some("1f2e.sst")),
-        SnapshotFile("MANIFEST-000005", 50, "b" * 64, None)
+        SnapshotFile("000012.sst", 100, "a" * 64, Some("1f2e.sst"), Some("0badf00d")),
+        SnapshotFile("MANIFEST-000005", 50, "b" * 64, None, Some("12345678"))
       )
     )
     val bytes = SnapshotIndex.serialize(index)
+    assert(new String(bytes).startsWith("lineagestore-snapshot-index 2\n"))
     assert(SnapshotIndex.parse(bytes, "x.zip") == index)
     val bad = bytes.clone()
     bad(40) = (bad(40) ^ 1).toByte
     intercept[CorruptCheckpointFileException](SnapshotIndex.parse(bad, "x.zip"))
     intercept[CorruptCheckpointFileException](SnapshotIndex.parse(bytes.take(bytes.length - 3), "x.zip"))
+  }
+
+  private def indexText(text: String): Array[Byte] = {
+    val c = new java.util.zip.CRC32C
+    c.update(text.getBytes)
+    (text + f"end ${c.getValue}%08x\n").getBytes
+  }
+
+  test("an index of schema 1 (no CRC32C) is still read; one of an unknown schema is refused by name") {
+    val v1 = "lineagestore-snapshot-index 1\nstore 3 7 s\ncheckpoint 12 abc\nfile 000012.sst 100 " +
+      "a" * 64 + " 1f2e.sst\nfile CURRENT 16 " + "b" * 64 + " -\n"
+    val index = SnapshotIndex.parse(indexText(v1), "x.zip")
+    assert(
+      index.files == Seq(
+        SnapshotFile("000012.sst", 100, "a" * 64, Some("1f2e.sst"), None),
+        SnapshotFile("CURRENT", 16, "b" * 64, None, None)
+      )
+    )
+    // a schema-1 line under a schema-2 header (or the reverse) is unreadable, not misread
+    val e1 = intercept[CorruptCheckpointFileException](
+      SnapshotIndex.parse(indexText(v1.replace("index 1", "index 2")), "x.zip")
+    )
+    assert(e1.getMessage.contains("unreadable line 'file 000012.sst"))
+    val e3 = intercept[CorruptCheckpointFileException](
+      SnapshotIndex.parse(indexText(v1.replace("index 1", "index 3")), "x.zip")
+    )
+    assert(e3.getMessage.contains("schema version 3 is not supported (this build reads 1 and 2)"))
+    intercept[IllegalArgumentException](SnapshotFile("x.sst", 1, "a" * 64, None, Some("XYZ")))
   }
 
   test("an index entry naming a path outside its store is refused") {

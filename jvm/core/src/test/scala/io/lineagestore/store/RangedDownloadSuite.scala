@@ -1,16 +1,17 @@
 package io.lineagestore.store
 
-import java.io.{File, RandomAccessFile}
+import java.io.{File, FileInputStream, FileOutputStream, RandomAccessFile}
 import java.nio.charset.StandardCharsets.UTF_8
 import java.nio.file.Files
 import java.util.concurrent.Executors
+import java.util.zip.{CRC32C, ZipEntry, ZipInputStream, ZipOutputStream}
 
 import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
 import org.scalatest.BeforeAndAfterEach
 import org.scalatest.funsuite.AnyFunSuite
 
-import io.lineagestore.format.{CorruptCheckpointFileException, StoreIdentity}
+import io.lineagestore.format.{CorruptCheckpointFileException, SnapshotIndex, StoreIdentity}
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.snapshot.RangedDownload
 import io.lineagestore.storage.HadoopBlobStore
@@ -115,5 +116,94 @@ class RangedDownloadSuite extends AnyFunSuite with BeforeAndAfterEach {
     Files.delete(blob.toPath)
     val missing = failure()
     assert(missing.getMessage.contains(blob.getName) && missing.getMessage.contains("missing"))
+  }
+
+  /** Rewrites snapshot `id`'s INDEX as an older build wrote it: schema 1, no CRC32C. */
+  private def downgradeIndex(id: CheckpointId): Unit = {
+    val zipFile = new File(new File(tmp, "remote"), id.snapshotFileName)
+    Files.deleteIfExists(new File(zipFile.getParentFile, s".${zipFile.getName}.crc").toPath)
+    val in = new ZipInputStream(new FileInputStream(zipFile))
+    val entries =
+      try
+        Iterator
+          .continually(in.getNextEntry)
+          .takeWhile(_ != null)
+          .map(e => e.getName -> in.readAllBytes())
+          .toList
+      finally in.close()
+    val v1 = new String(entries.head._2, UTF_8)
+      .split("\n")
+      .toSeq
+      .dropRight(1)
+      .map { line =>
+        line.split(" ").toSeq match {
+          case Seq("lineagestore-snapshot-index", "2") => "lineagestore-snapshot-index 1"
+          case Seq("file", n, size, sha, _, blob)      => s"file $n $size $sha $blob"
+          case _                                       => line
+        }
+      }
+      .mkString("", "\n", "\n")
+    val crc = new CRC32C
+    crc.update(v1.getBytes(UTF_8))
+    val out = new ZipOutputStream(new FileOutputStream(zipFile))
+    try
+      ((CheckpointFiles.IndexEntry -> (v1 + f"end ${crc.getValue}%08x\n").getBytes(UTF_8)) :: entries.tail)
+        .foreach { case (name, bytes) =>
+          out.putNextEntry(new ZipEntry(name)); out.write(bytes); out.closeEntry()
+        }
+    finally out.close()
+  }
+
+  private def flipByte(blob: File, at: Long): Unit = {
+    Files.deleteIfExists(new File(blob.getParentFile, s".${blob.getName}.crc").toPath)
+    val raf = new RandomAccessFile(blob, "rw")
+    try { raf.seek(at); val b = raf.read(); raf.seek(at); raf.write(b ^ 0x01) }
+    finally raf.close()
+  }
+
+  test(
+    "downloads are checked by CRC32C; an index from before it (schema 1) by SHA-256, and the next snapshot " +
+      "records the CRC32C of the blobs it reuses"
+  ) {
+    val (head, expected) = snapshotted()
+    assert(files(small).readSnapshotIndex(head).files.forall(_.crc32c.isDefined))
+    downgradeIndex(head)
+    assert(files(small).readSnapshotIndex(head).files.forall(_.crc32c.isEmpty))
+    val (blob, size) = largestBlob(head)
+    val good = Files.readAllBytes(blob.toPath)
+    def failure(id: CheckpointId, ranged: RangedDownload): CorruptCheckpointFileException = {
+      val s = store(ranged)
+      try intercept[CorruptCheckpointFileException](s.load(id))
+      finally s.close()
+    }
+    flipByte(blob, size / 2)
+    for (ranged <- Seq(RangedDownload.Off, small)) {
+      val e = failure(head, ranged)
+      assert(e.getMessage.contains(blob.getName) && e.getMessage.contains("SHA-256"), e.getMessage)
+    }
+    Files.write(blob.toPath, good)
+
+    val s = store(RangedDownload.Off)
+    val next =
+      try {
+        s.load(head)
+        assert(contents(s) == expected)
+        s.put(D, "added".getBytes(UTF_8), "after the old index".getBytes(UTF_8))
+        val next = s.commit(CheckpointId.newUniqueId())
+        s.freezeNow()
+        s.uploadSnapshots()
+        next
+      } finally s.close()
+    val index = files(small).readSnapshotIndex(next)
+    val reused =
+      index.files.find(_.blob.exists(b => blob.getName == b)).getOrElse(fail(s"$blob is not reused"))
+    assert(reused.crc32c.contains(SnapshotIndex.crc32cHex({ val c = new CRC32C; c.update(good); c })))
+    assert(index.files.forall(_.crc32c.isDefined))
+
+    flipByte(blob, size / 3)
+    for (ranged <- Seq(RangedDownload.Off, small)) {
+      val e = failure(next, ranged)
+      assert(e.getMessage.contains(blob.getName) && e.getMessage.contains("CRC32C"), e.getMessage)
+    }
   }
 }

@@ -5,13 +5,14 @@ import java.util.UUID
 import java.util.concurrent.atomic.AtomicReference
 import java.util.zip.ZipFile
 
-import scala.io.Source
 import scala.util.Random
 
 import org.apache.spark.sql.catalyst.expressions.{GenericInternalRow, UnsafeProjection, UnsafeRow}
 import org.apache.spark.sql.execution.streaming.state._
 import org.apache.spark.sql.types._
 import org.apache.spark.unsafe.types.UTF8String
+
+import io.lineagestore.format.SnapshotIndex
 
 /** Conformance of [[LineageStateStoreProvider]] (continued): snapshots by maintenance, clean-up, store names
   * and partitions.
@@ -82,9 +83,7 @@ class ProviderSnapshotSuite extends ProviderTestSupport {
     zips.map { z =>
       val zip = new ZipFile(new File(dir, z))
       try {
-        val index =
-          Source.fromInputStream(zip.getInputStream(zip.getEntry("INDEX")), "UTF-8").getLines().toList
-        z -> index.filter(_.startsWith("file ")).map(_.split(' ')(4)).filter(_ != "-").toSet
+        z -> SnapshotIndex.parse(zip.getInputStream(zip.getEntry("INDEX")).readAllBytes(), z).sharedBlobs
       } finally zip.close()
     }.toMap
   }

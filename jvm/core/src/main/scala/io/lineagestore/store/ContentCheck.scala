@@ -1,0 +1,86 @@
+package io.lineagestore.store
+
+import java.io.{File, FileInputStream, InputStream}
+import java.nio.ByteBuffer
+import java.security.MessageDigest
+import java.util.zip.CRC32C
+
+import io.lineagestore.format.{SnapshotFile, SnapshotIndex}
+
+/** Checks the bytes of one downloaded snapshot file against its index entry as they stream by: their count,
+  * and their CRC32C where the index records one (schema 2), else their SHA-256 (schema 1). The CRC32C is
+  * computed by the CPU's instruction at memory speed; SHA-256 is not, until the JIT has compiled its
+  * intrinsic, which a restarted executor restoring its state has not (docs/benchmarks.md).
+  */
+private[store] final class DownloadCheck(f: SnapshotFile) {
+  private val crc = f.crc32c.map(_ => new CRC32C)
+  private val sha = if (crc.isEmpty) Some(MessageDigest.getInstance("SHA-256")) else None
+  private var bytes = 0L
+
+  def update(b: ByteBuffer): Unit = {
+    bytes += b.remaining
+    crc.foreach(_.update(b.duplicate()))
+    sha.foreach(_.update(b.duplicate()))
+  }
+
+  def update(b: Array[Byte], off: Int, len: Int): Unit = {
+    bytes += len
+    crc.foreach(_.update(b, off, len))
+    sha.foreach(_.update(b, off, len))
+  }
+
+  def bytesSeen: Long = bytes
+
+  /** True when the count and the checksum match the index; call once, after the last byte. */
+  def matches: Boolean =
+    bytes == f.size && (crc match {
+      case Some(c) => f.crc32c.contains(SnapshotIndex.crc32cHex(c))
+      case None    => CheckpointFiles.hex(sha.get.digest()) == f.sha256
+    })
+
+  def checksumName: String = if (crc.isDefined) "CRC32C" else "SHA-256"
+}
+
+/** SHA-256 (content identity) and CRC32C (download check) of bytes written to a snapshot, in one pass. */
+private[store] final class ContentHashes {
+  private val sha = MessageDigest.getInstance("SHA-256")
+  private val crc = new CRC32C
+
+  def update(b: Array[Byte], off: Int, len: Int): Unit = {
+    sha.update(b, off, len)
+    crc.update(b, off, len)
+  }
+
+  def sha256: String = CheckpointFiles.hex(sha.digest())
+  def crc32c: String = SnapshotIndex.crc32cHex(crc)
+}
+
+private[store] object ContentHashes {
+  def of(f: File): ContentHashes = {
+    val h = new ContentHashes
+    eachChunk(f)((buf, n) => h.update(buf, 0, n))
+    h
+  }
+
+  def crc32cOf(f: File): String = {
+    val crc = new CRC32C
+    eachChunk(f)((buf, n) => crc.update(buf, 0, n))
+    SnapshotIndex.crc32cHex(crc)
+  }
+
+  private def eachChunk(f: File)(use: (Array[Byte], Int) => Unit): Unit = {
+    val in = new FileInputStream(f)
+    try pump(in)(use)
+    finally in.close()
+  }
+
+  /** Reads `in` to its end in 64 KiB chunks, handing each to `use` (the buffer is reused). */
+  def pump(in: InputStream)(use: (Array[Byte], Int) => Unit): Unit = {
+    val buf = new Array[Byte](1 << 16)
+    var n = in.read(buf)
+    while (n >= 0) {
+      use(buf, n)
+      n = in.read(buf)
+    }
+  }
+}
