@@ -14,7 +14,8 @@ is added only after the previous batch finished, so the store's requests are att
    footprint of the state directory;
 3. stop, unload every state store of the JVM (``StateStore.unloadAll``), restart on the same local
    directory and run one small batch: *warm restore*;
-4. stop, unload, restart on a fresh, empty local directory: *cold restore*;
+4. stop, unload, restart on a fresh, empty local directory: *cold restore* (with ``--profile-restore``, a JFR
+   recording of this step only: ``start_profile``);
 5. peak RSS of the JVM, snapshot-upload and clean-up times from the providers' logs.
 """
 
@@ -211,6 +212,26 @@ class Runner:
         prefix = self.checkpoint.split(f"s3a://{s['bucket']}/", 1)[1].rstrip("/") + "/state/"
         return raw_get_throughput(client, s["bucket"], prefix, restored_bytes, threads=s["raw_get_threads"])
 
+    def start_profile(self):
+        """A JFR recording (settings "profile": 20 ms CPU samples) of the driver JVM, which runs the tasks in
+        local mode, for the cold restore's restart and first batch only; None without --profile-restore."""
+        if not self.spec.get("jfr_path"):
+            return None
+        jfr = self.spark._jvm.jdk.jfr
+        recording = jfr.Recording(jfr.Configuration.getConfiguration("profile"))
+        recording.start()
+        return recording
+
+    def _count_vectored_reads(self, rec: dict[str, Any]) -> None:
+        """s3a's default (analytics) input stream does not count the bytes of vectored reads, by which
+        lineagestore downloads large files in ranges; where the provider's own count of bytes downloaded is
+        larger than s3a's count, it stands in (s3a's is kept as ``get_bytes_counted_by_s3a``)."""
+        io = rec["io"]["all"]
+        reported = rec.get("custom", {}).get("lineagestoreBytesDownloaded", 0)
+        if self.store == "s3" and reported > io["get_bytes"]:
+            io["get_bytes_counted_by_s3a"] = io["get_bytes"]
+            io["get_bytes"] = reported
+
     def _io(self, d: dict[str, int]) -> dict[str, dict[str, int]]:
         return {area: summarize_ops(d, area) for area in self.counters.areas}
 
@@ -267,13 +288,19 @@ class Runner:
         for phase in ("warm", "cold"):
             if phase == "cold":
                 self.spark.conf.set(LOCAL_DIR_KEY, str(self.work / "local-cold"))
+            recording = self.start_profile() if phase == "cold" else None
             before = self.counters.raw()
             t0 = time.monotonic()
             self.query = self.start_query()
             rec, _ = self.run_batch("restore")
             restart_ms = (time.monotonic() - t0) * 1000
+            if recording is not None:
+                recording.stop()
+                recording.dump(self.spark._jvm.java.io.File(self.spec["jfr_path"]).toPath())
+                recording.close()
             d = diff(self.counters.raw(), before)
             rec.update(restart_ms=round(restart_ms, 1), io=self._io(d))
+            self._count_vectored_reads(rec)
             r["restore"][phase] = rec
             self.query.stop()
             self.query = None

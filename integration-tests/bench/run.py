@@ -202,6 +202,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="per-cell: a fresh JVM per cell (peak memory per cell); shared: one JVM for all (faster, for CI)",
     )
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument(
+        "--profile-restore",
+        action="store_true",
+        help="record a JFR profile of each cell's cold restore into the output directory (cell.py says how)",
+    )
     for key, value in PRESETS["default"].items():
         flag = "--" + key.replace("_", "-")
         ap.add_argument(
@@ -335,6 +340,9 @@ def main(argv: list[str] | None = None) -> int:
             "warmup": settings["warmup"],
             "idle_s": settings["idle_s"],
             "verbose": args.verbose,
+            "jfr_path": str(out / f"r{rnd}-{workload}-{provider}.cold-restore.jfr")
+            if args.profile_restore
+            else "",
             "sizes": {
                 k: settings[k]
                 for k in (
