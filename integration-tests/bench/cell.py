@@ -226,9 +226,11 @@ class Runner:
         """s3a's default (analytics) input stream does not count the bytes of vectored reads, by which
         lineagestore downloads large files in ranges; where the provider's own count of bytes downloaded is
         larger than s3a's count, it stands in (s3a's is kept as ``get_bytes_counted_by_s3a``)."""
+        if self.store != "s3":
+            return
         io = rec["io"]["all"]
         reported = rec.get("custom", {}).get("lineagestoreBytesDownloaded", 0)
-        if self.store == "s3" and reported > io["get_bytes"]:
+        if reported > io["get_bytes"]:
             io["get_bytes_counted_by_s3a"] = io["get_bytes"]
             io["get_bytes"] = reported
 

@@ -203,12 +203,19 @@ def progress_record(p: dict[str, Any]) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------- raw S3 throughput
 def raw_get_throughput(
-    client, bucket: str, prefix: str, target_bytes: int, threads: int = 8, repeats: int = 3
+    client,
+    bucket: str,
+    prefix: str,
+    target_bytes: int,
+    threads: int = 8,
+    repeats: int = 3,
+    part_bytes: int = 8 << 20,
 ) -> dict[str, Any]:
     """The S3 server's raw parallel-GET throughput for about ``target_bytes`` of the objects under
-    ``prefix``: the largest objects first (a restore moves mostly large SST files), each read whole and
-    discarded by ``threads`` concurrent requests; the median of ``repeats`` passes. ``client`` is a boto3 S3
-    client. This is the physical limit a restore of the same bytes is compared with."""
+    ``prefix``: the largest objects first (a restore moves mostly large SST files), read as ranges of
+    ``part_bytes`` and discarded by ``threads`` concurrent requests, so that a few large objects still keep
+    every thread busy; the median of ``repeats`` passes. ``client`` is a boto3 S3 client. This is the
+    physical limit a restore of the same bytes is compared with."""
     objects: list[tuple[str, int]] = []
     for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
         objects += [(o["Key"], o["Size"]) for o in page.get("Contents", [])]
@@ -217,13 +224,19 @@ def raw_get_throughput(
     for key, size in objects:
         if total >= target_bytes:
             break
-        chosen.append(key)
+        chosen.append((key, size))
         total += size
     if not chosen:
         return {}
+    ranges = [
+        (key, start, min(start + part_bytes, size) - 1)
+        for key, size in chosen
+        for start in range(0, size, part_bytes)
+    ]
 
-    def get(key: str) -> int:
-        body = client.get_object(Bucket=bucket, Key=key)["Body"]
+    def get(part: tuple[str, int, int]) -> int:
+        key, first, last = part
+        body = client.get_object(Bucket=bucket, Key=key, Range=f"bytes={first}-{last}")["Body"]
         n = 0
         while chunk := body.read(1 << 20):
             n += len(chunk)
@@ -233,12 +246,13 @@ def raw_get_throughput(
     for _ in range(repeats):
         t0 = time.monotonic()
         with ThreadPoolExecutor(threads) as pool:
-            moved = sum(pool.map(get, chosen))
+            moved = sum(pool.map(get, ranges))
         passes.append(moved / (time.monotonic() - t0))
     passes.sort()
     return {
         "bytes": total,
         "objects": len(chosen),
+        "ranges": len(ranges),
         "threads": threads,
         "bytes_per_s": passes[len(passes) // 2],
         "passes_bytes_per_s": passes,

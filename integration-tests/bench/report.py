@@ -253,8 +253,14 @@ def markdown(summary: dict[str, Any]) -> str:
         f"- state store settings (all providers): {', '.join(f'`{k}={x}`' for k, x in meta['spark_confs'].items())}; "
         "RocksDB providers with changelog checkpointing; idle window "
         f"{s['idle_s']} s",
-        "",
     ]
+    limit = (meta.get("s3") or {}).get("stream_limit_bytes_per_s")
+    if limit:
+        lines.append(
+            f"- S3 server behind a per-connection limit of {limit / 1e6:g} MB/s (`--s3-stream-limit`, "
+            "as S3 limits one GET stream); every client and the raw-GET measurement go through it"
+        )
+    lines.append("")
     for w, entry in summary["workloads"].items():
         provs = entry["providers"]
         names = [p for p in meta["providers"] if p in provs]

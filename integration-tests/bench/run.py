@@ -203,6 +203,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument(
+        "--s3-stream-limit",
+        type=float,
+        default=0.0,
+        metavar="MB_PER_S",
+        help="with --store s3: limit every connection to the S3 server to this many MB/s (10^6 bytes), as S3 "
+        "limits one GET stream (stream_limit.py); 0: no limit",
+    )
+    ap.add_argument(
         "--profile-restore",
         action="store_true",
         help="record a JFR profile of each cell's cold restore into the output directory (cell.py says how)",
@@ -294,6 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
     }
     s3 = None
+    limit = None
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH", "")]))
     env.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -310,6 +319,11 @@ def main(argv: list[str] | None = None) -> int:
         env["LSBENCH_S3_ACCESS_KEY"] = s3.access_key
         env["LSBENCH_S3_SECRET_KEY"] = s3.secret_key
         meta["s3"] = {"server": repr(s3), "backend": s3.backend}
+        if args.s3_stream_limit > 0:
+            from stream_limit import StreamLimit
+
+            limit = StreamLimit(s3.endpoint, int(args.s3_stream_limit * 1e6)).start()
+            meta["s3"]["stream_limit_bytes_per_s"] = limit.bytes_per_s
     cells = cell_order(settings["rounds"], args.workload_list, args.provider_list)
     specs = []
     for rnd, workload, provider in cells:
@@ -367,6 +381,8 @@ def main(argv: list[str] | None = None) -> int:
                 for k, v in s3.hadoop_conf(bucket).items()
                 if not k.endswith((".access.key", ".secret.key"))
             }
+            if limit is not None:  # every client, the raw-GET measurement too, goes through the limit
+                spec["hadoop_conf"][f"fs.s3a.bucket.{bucket}.endpoint"] = limit.endpoint
         else:
             spec["checkpoint_uri"] = f"lsbench://{cell_dir / 'checkpoint'}"
         (cell_dir / "spec.json").write_text(json.dumps(spec, indent=1))
@@ -412,6 +428,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"    ({elapsed:.0f}s)", flush=True)
             done += len(group)
     finally:
+        if limit is not None:
+            limit.stop()
         if s3 is not None:
             s3.stop()
         meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -51,6 +51,7 @@ def test_small_preset_two_providers_one_workload(tmp_path):
         str(tmp_path / "work"),
         "--out",
         str(out),
+        "--profile-restore",
         *([] if plots else ["--no-plots"]),
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
@@ -94,7 +95,60 @@ def test_small_preset_two_providers_one_workload(tmp_path):
     if plots:
         assert summary["plots"] and all((out / p).is_file() for p in summary["plots"])
 
+    # --profile-restore: one JFR recording per cell, of its cold restore, which jfr_profile.py reads
+    recordings = sorted(out.glob("*.cold-restore.jfr"))
+    assert [r.name for r in recordings] == [
+        "r0-agg-lineagestore.cold-restore.jfr",
+        "r0-agg-rocksdb_v2.cold-restore.jfr",
+    ]
+    if shutil.which("jfr"):
+        import jfr_profile
+
+        text = jfr_profile.summarize(str(recordings[0]))
+        assert "CPU samples of Java code" in text and "slow JIT compilations" in text
+
 
 def test_cell_order_interleaves_and_rotates():
     order = run.cell_order(2, ["agg"], ["a", "b", "c"])
     assert [p for _, _, p in order] == ["a", "b", "c", "b", "c", "a"]
+
+
+@pytest.mark.skipif(shutil.which("go") is None, reason="the stream limit proxy is built with Go")
+def test_stream_limit_passes_every_byte_and_holds_a_connection_to_its_rate():
+    """The proxy behind --s3-stream-limit: bytes arrive unchanged, in order, and no faster than the limit,
+    also on a connection that was idle first (a pooled keep-alive connection earns no credit). The lower
+    bound is the proxy's own pacing, so it cannot be flaky; no upper bound is asserted."""
+    import os
+    import socket
+    import threading
+    import time
+
+    import stream_limit
+
+    payload = os.urandom(3_000_000)
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def serve():
+        conn, _ = server.accept()
+        with conn:
+            request = conn.recv(16)
+            conn.sendall(request + payload)
+
+    threading.Thread(target=serve, daemon=True).start()
+    limit = stream_limit.StreamLimit(f"http://127.0.0.1:{server.getsockname()[1]}", 2_000_000).start()
+    try:
+        host, port = limit.endpoint.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port))) as client:
+            time.sleep(1.0)  # idle: worth 2 MB at the rate, were idle time credited
+            t0 = time.monotonic()
+            client.sendall(b"hello")
+            got = bytearray()
+            while chunk := client.recv(1 << 16):
+                got += chunk
+        elapsed = time.monotonic() - t0
+    finally:
+        limit.stop()
+        server.close()
+    assert bytes(got) == b"hello" + payload
+    # 3 MB at 2 MB/s: the proxy paces the last byte no earlier than ~1.5 s after the first
+    assert elapsed >= 1.4, elapsed
