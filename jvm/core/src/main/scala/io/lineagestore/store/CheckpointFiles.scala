@@ -52,7 +52,8 @@ final class CheckpointFiles(
     val blobs: BlobStore,
     val store: StoreIdentity,
     transferPool: ExecutorService,
-    ranged: RangedDownload = RangedDownload.Default
+    ranged: RangedDownload = RangedDownload.Default,
+    checkSha256OnDownload: Boolean = false
 ) extends LineageSource {
   import CheckpointFiles._
 
@@ -325,7 +326,7 @@ final class CheckpointFiles(
       location: String
   ): Unit = {
     val tmp = new File(dest.getParentFile, s".${dest.getName}.${UUID.randomUUID()}.tmp")
-    val check = new DownloadCheck(f)
+    val check = new DownloadCheck(f, checkSha256OnDownload)
     val inFlight = mutable.Queue.empty[(Long, Int, CompletableFuture[ByteBuffer])]
     var next = 0
     def askMore(): Unit = while (next < parts.size && inFlight.size < ranged.window) {
@@ -367,7 +368,7 @@ final class CheckpointFiles(
     */
   private def writeVerified(in: InputStream, dest: File, f: SnapshotFile, location: String): Unit = {
     val tmp = new File(dest.getParentFile, s".${dest.getName}.${UUID.randomUUID()}.tmp")
-    val check = new DownloadCheck(f)
+    val check = new DownloadCheck(f, checkSha256OnDownload)
     try {
       val out = new FileOutputStream(tmp)
       try ContentHashes.pump(in) { (buf, n) => check.update(buf, 0, n); out.write(buf, 0, n) }

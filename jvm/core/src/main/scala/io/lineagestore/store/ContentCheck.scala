@@ -10,11 +10,12 @@ import io.lineagestore.format.{SnapshotFile, SnapshotIndex}
 /** Checks the bytes of one downloaded snapshot file against its index entry as they stream by: their count,
   * and their CRC32C where the index records one (schema 2), else their SHA-256 (schema 1). The CRC32C is
   * computed by the CPU's instruction at memory speed; SHA-256 is not, until the JIT has compiled its
-  * intrinsic, which a restarted executor restoring its state has not (docs/benchmarks.md).
+  * intrinsic, which a restarted executor restoring its state has not (docs/benchmarks.md). `sha256Too` checks
+  * the SHA-256 as well (the `verify` tool: the content identity itself, not only its transfer).
   */
-private[store] final class DownloadCheck(f: SnapshotFile) {
+private[store] final class DownloadCheck(f: SnapshotFile, sha256Too: Boolean = false) {
   private val crc = f.crc32c.map(_ => new CRC32C)
-  private val sha = if (crc.isEmpty) Some(MessageDigest.getInstance("SHA-256")) else None
+  private val sha = if (crc.isEmpty || sha256Too) Some(MessageDigest.getInstance("SHA-256")) else None
   private var bytes = 0L
 
   def update(b: ByteBuffer): Unit = {
@@ -33,12 +34,11 @@ private[store] final class DownloadCheck(f: SnapshotFile) {
 
   /** True when the count and the checksum match the index; call once, after the last byte. */
   def matches: Boolean =
-    bytes == f.size && (crc match {
-      case Some(c) => f.crc32c.contains(SnapshotIndex.crc32cHex(c))
-      case None    => CheckpointFiles.hex(sha.get.digest()) == f.sha256
-    })
+    bytes == f.size &&
+      crc.forall(c => f.crc32c.contains(SnapshotIndex.crc32cHex(c))) &&
+      sha.forall(d => CheckpointFiles.hex(d.digest()) == f.sha256)
 
-  def checksumName: String = if (crc.isDefined) "CRC32C" else "SHA-256"
+  def checksumName: String = (crc.map(_ => "CRC32C") ++ sha.map(_ => "SHA-256")).mkString(" and ")
 }
 
 /** SHA-256 (content identity) and CRC32C (download check) of bytes written to a snapshot, in one pass. */

@@ -66,7 +66,8 @@ final class ToolStore(val ref: StoreRef, conf: Configuration = ToolEnv.hadoopCon
       }
     }
   )
-  val files = new CheckpointFiles(blobs, ref.identity, pool)
+  // the tools read rarely and must prove content, not only transfer: SHA-256 too (verify restores snapshots)
+  val files = new CheckpointFiles(blobs, ref.identity, pool, checkSha256OnDownload = true)
 
   def locate(name: String): String = blobs.locate(name)
 

@@ -1,10 +1,10 @@
 package io.lineagestore.store
 
-import java.io.{File, FileInputStream, FileOutputStream, RandomAccessFile}
+import java.io.{File, RandomAccessFile}
 import java.nio.charset.StandardCharsets.UTF_8
 import java.nio.file.Files
 import java.util.concurrent.Executors
-import java.util.zip.{CRC32C, ZipEntry, ZipInputStream, ZipOutputStream}
+import java.util.zip.CRC32C
 
 import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
@@ -119,40 +119,14 @@ class RangedDownloadSuite extends AnyFunSuite with BeforeAndAfterEach {
   }
 
   /** Rewrites snapshot `id`'s INDEX as an older build wrote it: schema 1, no CRC32C. */
-  private def downgradeIndex(id: CheckpointId): Unit = {
-    val zipFile = new File(new File(tmp, "remote"), id.snapshotFileName)
-    Files.deleteIfExists(new File(zipFile.getParentFile, s".${zipFile.getName}.crc").toPath)
-    val in = new ZipInputStream(new FileInputStream(zipFile))
-    val entries =
-      try
-        Iterator
-          .continually(in.getNextEntry)
-          .takeWhile(_ != null)
-          .map(e => e.getName -> in.readAllBytes())
-          .toList
-      finally in.close()
-    val v1 = new String(entries.head._2, UTF_8)
-      .split("\n")
-      .toSeq
-      .dropRight(1)
-      .map { line =>
-        line.split(" ").toSeq match {
-          case Seq("lineagestore-snapshot-index", "2") => "lineagestore-snapshot-index 1"
-          case Seq("file", n, size, sha, _, blob)      => s"file $n $size $sha $blob"
-          case _                                       => line
-        }
+  private def downgradeIndex(id: CheckpointId): Unit =
+    SnapshotZips.rewriteIndex(new File(new File(tmp, "remote"), id.snapshotFileName))(_.map { line =>
+      line.split(" ").toSeq match {
+        case Seq("lineagestore-snapshot-index", "2") => "lineagestore-snapshot-index 1"
+        case Seq("file", n, size, sha, _, blob)      => s"file $n $size $sha $blob"
+        case _                                       => line
       }
-      .mkString("", "\n", "\n")
-    val crc = new CRC32C
-    crc.update(v1.getBytes(UTF_8))
-    val out = new ZipOutputStream(new FileOutputStream(zipFile))
-    try
-      ((CheckpointFiles.IndexEntry -> (v1 + f"end ${crc.getValue}%08x\n").getBytes(UTF_8)) :: entries.tail)
-        .foreach { case (name, bytes) =>
-          out.putNextEntry(new ZipEntry(name)); out.write(bytes); out.closeEntry()
-        }
-    finally out.close()
-  }
+    })
 
   private def flipByte(blob: File, at: Long): Unit = {
     Files.deleteIfExists(new File(blob.getParentFile, s".${blob.getName}.crc").toPath)

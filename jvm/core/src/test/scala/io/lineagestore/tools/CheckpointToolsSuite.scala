@@ -13,7 +13,7 @@ import org.scalatest.funsuite.AnyFunSuite
 import io.lineagestore.format.StoreIdentity
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.storage.HadoopBlobStore
-import io.lineagestore.store.{CheckpointFiles, ColumnFamilies, LineageStore, StoreSettings}
+import io.lineagestore.store.{CheckpointFiles, ColumnFamilies, LineageStore, SnapshotZips, StoreSettings}
 
 /** The command line's Scala side against stores written by the real store on a local Hadoop filesystem. */
 class CheckpointToolsSuite extends AnyFunSuite with BeforeAndAfterEach {
@@ -216,6 +216,29 @@ class CheckpointToolsSuite extends AnyFunSuite with BeforeAndAfterEach {
       r.problems.exists(p =>
         p.file.endsWith(s"shared/$blob") && p.via.exists(_.endsWith(c(6).snapshotFileName)) &&
           p.batches.contains(5L)
+      ),
+      r.problems
+    )
+  }
+
+  test("verify checks each shared blob's SHA-256, its content identity, where a load checks its CRC32C") {
+    val log = writeStore()
+    val blob = blobsOf(c(6)).toSeq.sorted.last
+    // the index claims another identity for the blob; its size and CRC32C still match the bytes
+    SnapshotZips.rewriteIndex(new File(storeDir, c(6).snapshotFileName))(_.map { line =>
+      line.split(" ").toSeq match {
+        case Seq("file", n, size, sha, crc, `blob`) =>
+          s"file $n $size ${if (sha.head == 'a') 'b' else 'a'}${sha.tail} $crc $blob"
+        case _ => line
+      }
+    })
+    val s = storeWriter()
+    try s.load(c(6)) // a load trusts the CRC32C: it moves the bytes, identity was settled at upload
+    finally s.close()
+    val r = ToolStore.using(ref)(t => StoreVerifier.verify(t, log, tmp))
+    assert(
+      r.problems.exists(p =>
+        p.file.endsWith(s"shared/$blob") && p.error.contains("SHA-256") && p.batches.contains(5L)
       ),
       r.problems
     )
