@@ -59,6 +59,10 @@ final class LocalRocksDb(
     .setWriteBufferManager(writeBufferManager)
     .setTableFormatConfig(tableConfig)
     .setMaxOpenFiles(256)
+    // The store flushes twice per snapshot interval (ahead of the freezing commit, then in it). Compacting at 8
+    // L0 files instead of RocksDB's 4 keeps L0->L1 compactions, whose rewritten SSTs the next snapshot uploads
+    // again, as rare per snapshot as one flush per interval would (docs/benchmarks.md, bytes per batch).
+    .setLevel0FileNumCompactionTrigger(8)
   private val writeOptions = new WriteOptions().setDisableWAL(true)
   private val readOptions = new ReadOptions()
   private var db: RocksDB = _

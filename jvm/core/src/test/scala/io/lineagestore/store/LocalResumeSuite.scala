@@ -64,8 +64,8 @@ class LocalResumeSuite extends AnyFunSuite with BeforeAndAfterEach {
   }.last
 
   /** Three commits on a store in `local`, a snapshot of the last one uploaded, then a clean close. Three
-    * commits flush three L0 files (ahead of and at each freeze), below RocksDB's compaction trigger (4): the
-    * directory keeps exactly the snapshot's SSTs, which is what these tests reason about.
+    * commits flush three L0 files (ahead of and at each freeze), below the compaction trigger (8 L0 files,
+    * LocalRocksDb): the directory keeps exactly the snapshot's SSTs, which is what these tests reason about.
     */
   private def closedWithSnapshot(local: File): (CheckpointId, Map[String, String]) = {
     val first = store(local)
@@ -89,7 +89,7 @@ class LocalResumeSuite extends AnyFunSuite with BeforeAndAfterEach {
     val first = store(local)
     first.load(CheckpointId.Empty)
     // two commits, then one after the resume: three L0 files (each freeze flushes, and so does the commit
-    // before it) until the resumed store's snapshot, below RocksDB's compaction trigger (4), so the presumed
+    // before it) until the resumed store's snapshot, below the compaction trigger (8 L0 files, LocalRocksDb), so the presumed
     // snapshot's SSTs are still live when the next one is taken
     val head = fill(first, 1 to 2)
     val expected = contents(first)
