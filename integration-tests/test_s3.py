@@ -167,10 +167,13 @@ def _check_lineagestore_layout(h, partitions: int) -> None:
             with zipfile.ZipFile(io.BytesIO(h.read(f"{store}/{z}"))) as archive:
                 assert archive.namelist()[0] == "INDEX"
                 index = archive.read("INDEX").decode().splitlines()
-            assert index[0] == "lineagestore-snapshot-index 1", f"{store}/{z}: {index[:1]}"
+            assert index[0] == "lineagestore-snapshot-index 2", f"{store}/{z}: {index[:1]}"
             version, unique_id = ZIP.match(z).groups()
             assert f"checkpoint {version} {unique_id}" in index
-            blobs = [line.split()[4] for line in index if line.startswith("file ")]
+            # file <name> <size> <sha256> <crc32c> <blob or -> (docs/format.md)
+            files = [line.split() for line in index if line.startswith("file ")]
+            assert all(len(f) == 6 and re.fullmatch(r"[0-9a-f]{8}", f[4]) for f in files), files
+            blobs = [f[5] for f in files]
             referenced = [b for b in blobs if b != "-"]
             missing = sorted(set(referenced) - set(shared))
             assert not missing, f"{store}/{z} references missing shared blobs {missing}"
