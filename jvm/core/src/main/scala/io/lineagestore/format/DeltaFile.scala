@@ -279,22 +279,39 @@ object DeltaFile {
         s"format version $formatVersion is not supported by this build (it reads versions " +
           s"${ReadableVersions.toSeq.sorted.mkString(", ")})"
       )
-    val store = StoreIdentity(data.readLong(), data.readInt(), data.readUTF())
-    val checkpoint = readCheckpointId(data, file)
-    val n = data.readInt()
-    if (n < 0 || n > 10000000) corrupt(file, s"implausible lineage length $n")
-    val ancestors = (0 until n).map(_ => readCheckpointId(data, file))
-    val fromEmpty =
-      if (formatVersion < 3) false
-      else
-        data.readUnsignedByte() match {
-          case BaseParent => false
-          case BaseEmpty  => true
-          case other      => corrupt(file, s"unknown lineage base $other")
-        }
-    val codecId = if (formatVersion == 1) DeltaCodec.Uncompressed.id else data.readUnsignedByte()
+    // Fields are read raw and judged only once the header checksum holds: a damaged header is reported as
+    // such, not as whatever its damaged bytes happen to spell (an invalid ID, an unknown base).
+    val (rawStore, rawCheckpoint, rawAncestors, base, codecId) =
+      try {
+        val store = (data.readLong(), data.readInt(), data.readUTF())
+        val checkpoint = (data.readLong(), data.readUTF())
+        val n = data.readInt()
+        if (n < 0 || n > 10000000) corrupt(file, s"implausible lineage length $n")
+        val ancestors = (0 until n).map(_ => (data.readLong(), data.readUTF()))
+        val base = if (formatVersion < 3) BaseParent else data.readUnsignedByte()
+        val codecId = if (formatVersion == 1) DeltaCodec.Uncompressed.id else data.readUnsignedByte()
+        (store, checkpoint, ancestors, base, codecId)
+      } catch {
+        case e @ (_: CorruptCheckpointFileException | _: EOFException | _: UTFDataFormatException) =>
+          val detail = e match {
+            case c: CorruptCheckpointFileException => c.detail
+            case _: EOFException                   => "it ends inside the header"
+            case _                                 => "bad text"
+          }
+          corrupt(file, s"damaged header, its checksum could not be checked ($detail)")
+      }
     val computed = crc.getValue.toInt
     if (data.readInt() != computed) corrupt(file, "header checksum mismatch")
+    val store =
+      try StoreIdentity(rawStore._1, rawStore._2, rawStore._3)
+      catch { case e: IllegalArgumentException => corrupt(file, e.getMessage) }
+    val checkpoint = checkpointId(rawCheckpoint, file)
+    val ancestors = rawAncestors.map(checkpointId(_, file))
+    val fromEmpty = base match {
+      case BaseParent => false
+      case BaseEmpty  => true
+      case other      => corrupt(file, s"unknown lineage base $other")
+    }
     if (fromEmpty && ancestors.nonEmpty) corrupt(file, "it starts from the empty state but lists ancestors")
     val header = DeltaHeader(store, checkpoint, ancestors, fromEmpty)
     validate(file, header, expected, expectedId)
@@ -302,12 +319,9 @@ object DeltaFile {
     (header, codec)
   }
 
-  private def readCheckpointId(data: DataInputStream, file: String): CheckpointId = {
-    val v = data.readLong()
-    val id = data.readUTF()
-    try CheckpointId(v, id)
+  private def checkpointId(raw: (Long, String), file: String): CheckpointId =
+    try CheckpointId(raw._1, raw._2)
     catch { case e: IllegalArgumentException => corrupt(file, e.getMessage) }
-  }
 
   private def validate(file: String, h: DeltaHeader, store: StoreIdentity, id: CheckpointId): Unit = {
     if (h.store != store) corrupt(file, s"it belongs to ${h.store}, not to $store")

@@ -56,8 +56,12 @@ class FormatSuite extends AnyFunSuite {
         bad(i) = (bad(i) ^ 0x5a).toByte
         i -> intercept[CorruptCheckpointFileException](readAll(bad)).detail
       }
-      // past the header, damage is always named for what it is: the bytes changed after they were written
+      // damage is always named for what it is, bytes changed after they were written: in the header (past the
+      // magic and format version) as header damage, never as what the damaged bytes happen to spell (an
+      // invalid ID, another store), and past the header as a file checksum mismatch
       val headerEnd = reasons.filter(_._2.contains("header checksum")).map(_._1).max
+      for ((i, reason) <- reasons if i >= DeltaFile.Magic.length && i <= headerEnd)
+        assert(reason.contains("header") && reason.contains("checksum"), s"byte $i: $reason")
       for ((i, reason) <- reasons if i > headerEnd)
         assert(reason.startsWith("file checksum mismatch"), s"byte $i: $reason")
       for (n <- 0 until good.length) {
