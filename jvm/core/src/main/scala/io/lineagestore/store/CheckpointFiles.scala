@@ -4,7 +4,6 @@ import java.io._
 import java.nio.ByteBuffer
 import java.nio.channels.FileChannel
 import java.nio.file.{Files, StandardCopyOption, StandardOpenOption}
-import java.security.{DigestInputStream, MessageDigest}
 import java.util.UUID
 import java.util.concurrent.{Callable, CompletableFuture, ExecutionException, ExecutorService}
 import java.util.zip.{ZipEntry, ZipInputStream, ZipOutputStream}
@@ -149,7 +148,7 @@ final class CheckpointFiles(
     // files matching the base by name and size get hashed locally, then decided again
     val decisions = first.map {
       case UploadDecision.HashFirst(f) =>
-        val h = sha256Of(byName(f.name))
+        val h = ContentHashes.sha256Of(byName(f.name))
         knownHashes.synchronized(knownHashes(f.name) = (f.size, h))
         SnapshotPlanner.planUpload(Seq(f.copy(sha256 = Some(h))), base).head
       case d => d
@@ -242,7 +241,8 @@ final class CheckpointFiles(
         .toHashBeforeDownload(index, listed)
         .map { f =>
           transferPool.submit(new Callable[LocalFile] {
-            override def call(): LocalFile = f.copy(sha256 = Some(sha256Of(new File(target, f.name))))
+            override def call(): LocalFile =
+              f.copy(sha256 = Some(ContentHashes.sha256Of(new File(target, f.name))))
           })
         }
       val hashedByName = awaitAll(hashed).map(f => f.name -> f).toMap
@@ -405,14 +405,6 @@ object CheckpointFiles {
   val SharedDir = "shared"
   def sharedPath(blob: String): String = s"$SharedDir/$blob"
   val IndexEntry = "INDEX"
-
-  def sha256Of(f: File): String = {
-    val digest = MessageDigest.getInstance("SHA-256")
-    val in = new DigestInputStream(new FileInputStream(f), digest)
-    try in.transferTo(OutputStream.nullOutputStream())
-    finally in.close()
-    hex(digest.digest())
-  }
 
   def hex(b: Array[Byte]): String = b.map(x => f"${x & 0xff}%02x").mkString
 

@@ -62,6 +62,12 @@ private[store] object ContentHashes {
     h
   }
 
+  def sha256Of(f: File): String = {
+    val sha = MessageDigest.getInstance("SHA-256")
+    eachChunk(f)((buf, n) => sha.update(buf, 0, n))
+    CheckpointFiles.hex(sha.digest())
+  }
+
   def crc32cOf(f: File): String = {
     val crc = new CRC32C
     eachChunk(f)((buf, n) => crc.update(buf, 0, n))
