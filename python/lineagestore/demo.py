@@ -23,10 +23,14 @@ def _write_batch(directory: Path, batch: int, rows: list[dict]) -> None:
     os.replace(tmp, directory / f"batch-{batch:04d}.json")
 
 
-def _describe_partition(spark, checkpoint: Path, partition: int) -> dict:
-    store_dir = checkpoint / "state" / "0" / str(partition)
-    inspector = spark._jvm.io.lineagestore.tools.StoreInspector
-    return json.loads(inspector.describe(store_dir.as_uri(), 0, partition, "default"))
+def _describe_stores(spark, checkpoint: Path) -> dict[int, dict]:
+    """Each partition's store as ``lineagestore inspect`` reports it (the same JVM code, in this session)."""
+    from lineagestore import checkpoint as ckpt
+    from lineagestore.checkpoint_jvm import JvmTools
+
+    tools = JvmTools(spark._jvm)
+    report = ckpt.inspect(tools, ckpt.load(tools, str(checkpoint)))
+    return {s["partitionId"]: s for s in report["stores"] if s["operatorId"] == 0}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,8 +97,9 @@ def main(argv: list[str] | None = None) -> int:
             f"commit {custom.get('lineagestoreCommitMs')} ms, deltas replayed on load "
             f"{custom.get('lineagestoreDeltasReplayed')}"
         )
+        stores = _describe_stores(spark, checkpoint)
         for partition in range(2):
-            info = _describe_partition(spark, checkpoint, partition)
+            info = stores[partition]
             files = [
                 f"{c['version']}_{c['uniqueId'][:8]}"
                 + (".delta" if c["delta"] else "")
@@ -108,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
                 else ""
             )
             print(
-                f"  partition {partition}: files {', '.join(files)}; shared SST blobs {info['sharedBlobs']}"
+                f"  partition {partition}: files {', '.join(files)}; shared SST blobs {info['totals']['blobs']}"
             )
             if newest:
                 origin = (

@@ -8,11 +8,12 @@ import scala.jdk.CollectionConverters._
 
 import org.rocksdb._
 
-/** Tuning for the local RocksDB instances. `memoryBytes` bounds the block cache AND the memtables of all
-  * stores of one executor together (one shared cache, memtables charged to it), so the memory RocksDB takes
-  * does not grow with the number of partitions an executor holds.
+/** Tuning for the local RocksDB instances (values from `LineageConf`: `memoryBytes`, `writeBufferBytes`).
+  * `memoryBytes` bounds the block cache AND the memtables of all stores of one executor together (one shared
+  * cache, memtables charged to it), so the memory RocksDB takes does not grow with the number of partitions
+  * an executor holds.
   */
-final case class RocksDbTuning(memoryBytes: Long = 512L << 20, writeBufferBytes: Long = 16L << 20)
+final case class RocksDbTuning(memoryBytes: Long, writeBufferBytes: Long)
 
 /** The executor-wide RocksDB memory: one LRU cache and a write-buffer manager charging memtables to it. */
 object SharedRocksDbMemory {

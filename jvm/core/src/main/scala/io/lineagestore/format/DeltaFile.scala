@@ -5,11 +5,6 @@ import java.util.zip.{CRC32C, CheckedInputStream, CheckedOutputStream}
 
 import io.lineagestore.lineage.CheckpointId
 
-/** Which store a file belongs to; written into every file so a file copied into the wrong place is caught. */
-final case class StoreIdentity(operatorId: Long, partitionId: Int, storeName: String) {
-  override def toString: String = s"operator $operatorId, partition $partitionId, store '$storeName'"
-}
-
 /** The header of a delta file: whose it is, which checkpoint, and its lineage (newest ancestor first).
   *
   * `fromEmpty`: the delta holds the checkpoint's complete state on top of the empty state, and no version
@@ -28,15 +23,6 @@ final case class DeltaHeader(
     s"a delta that starts from the empty state has no ancestors: $this"
   )
 }
-
-/** Thrown for any file that is corrupt, truncated, foreign or of an unknown format version. */
-class CorruptCheckpointFileException(val file: String, val detail: String, cause: Throwable = null)
-    extends IOException(
-      s"checkpoint file $file is unusable: $detail. It was not written by this lineagestore store, or it is " +
-        "damaged; restore it from a backup or restart the query from an older checkpoint. Nothing was loaded " +
-        "from it.",
-      cause
-    )
 
 /** How the records of a delta are stored. The codec id is part of the checksummed header. */
 sealed abstract class DeltaCodec(val id: Int, val name: String) {
@@ -204,7 +190,7 @@ object DeltaFile {
   ): DeltaHeader = {
     val crc = new CRC32C
     val data = new DataInputStream(new CheckedInputStream(new BufferedInputStream(in, 1 << 16), crc))
-    guard(file)(readVerifiedHeader(data, crc, file, expected, expectedId)._1)
+    Corrupt.guard(file)(readVerifiedHeader(data, crc, file, expected, expectedId)._1)
   }
 
   /** Reads a whole delta, verifying identity, completeness and checksum. Records are passed to `onRecord`
@@ -226,10 +212,10 @@ object DeltaFile {
           case Put    => onRecord(readBytes(body, file), readBytes(body, file)); count += 1
           case Delete => onRecord(readBytes(body, file), null); count += 1
           case End    =>
-            if (body.readLong() != count) corrupt(file, "record count mismatch")
-            if (body.read() != -1) corrupt(file, "trailing bytes after the end record")
+            if (body.readLong() != count) Corrupt(file, "record count mismatch")
+            if (body.read() != -1) Corrupt(file, "trailing bytes after the end record")
             done = true
-          case other => corrupt(file, s"unknown record type $other")
+          case other => Corrupt(file, s"unknown record type $other")
         }
       }
     }
@@ -237,19 +223,21 @@ object DeltaFile {
       val expectedCrc = tail.heldBack
       expectedCrc.length == CrcBytes && java.nio.ByteBuffer.wrap(expectedCrc).getInt == crc.getValue.toInt
     }
-    guard(file) {
+    Corrupt.guard(file) {
       val (header, codec) = readVerifiedHeader(new DataInputStream(stored), crc, file, expected, expectedId)
       try
-        guard(file)(readRecords(new DataInputStream(new BufferedInputStream(codec.unwrap(stored), 1 << 16))))
+        Corrupt.guard(file)(
+          readRecords(new DataInputStream(new BufferedInputStream(codec.unwrap(stored), 1 << 16)))
+        )
       catch {
         // the records stream by before the checksum is known: when they break, read the rest and say whether
         // the bytes changed after they were written (damage in storage) or were written so (a foreign file)
         case e: CorruptCheckpointFileException if drained(stored) && !checksumHolds =>
-          corrupt(file, s"file checksum mismatch (reading it failed first: ${e.detail})")
+          Corrupt(file, s"file checksum mismatch (reading it failed first: ${e.detail})")
       }
-      if (stored.read() != -1) corrupt(file, "trailing bytes after the records")
-      if (tail.heldBack.length != CrcBytes) corrupt(file, "truncated")
-      if (!checksumHolds) corrupt(file, "file checksum mismatch")
+      if (stored.read() != -1) Corrupt(file, "trailing bytes after the records")
+      if (tail.heldBack.length != CrcBytes) Corrupt(file, "truncated")
+      if (!checksumHolds) Corrupt(file, "file checksum mismatch")
       header
     }
 
@@ -271,10 +259,10 @@ object DeltaFile {
   ): (DeltaHeader, DeltaCodec) = {
     val magic = new Array[Byte](Magic.length)
     data.readFully(magic)
-    if (!magic.take(7).sameElements(MagicPrefix)) corrupt(file, "not a lineagestore delta file (bad magic)")
+    if (!magic.take(7).sameElements(MagicPrefix)) Corrupt(file, "not a lineagestore delta file (bad magic)")
     val formatVersion = magic(7)
     if (!ReadableVersions(formatVersion))
-      corrupt(
+      Corrupt(
         file,
         s"format version $formatVersion is not supported by this build (it reads versions " +
           s"${ReadableVersions.toSeq.sorted.mkString(", ")})"
@@ -286,7 +274,7 @@ object DeltaFile {
         val store = (data.readLong(), data.readInt(), data.readUTF())
         val checkpoint = (data.readLong(), data.readUTF())
         val n = data.readInt()
-        if (n < 0 || n > 10000000) corrupt(file, s"implausible lineage length $n")
+        if (n < 0 || n > 10000000) Corrupt(file, s"implausible lineage length $n")
         val ancestors = (0 until n).map(_ => (data.readLong(), data.readUTF()))
         val base = if (formatVersion < 3) BaseParent else data.readUnsignedByte()
         val codecId = if (formatVersion == 1) DeltaCodec.Uncompressed.id else data.readUnsignedByte()
@@ -298,58 +286,43 @@ object DeltaFile {
             case _: EOFException                   => "it ends inside the header"
             case _                                 => "bad text"
           }
-          corrupt(file, s"damaged header, its checksum could not be checked ($detail)")
+          Corrupt(file, s"damaged header, its checksum could not be checked ($detail)")
       }
     val computed = crc.getValue.toInt
-    if (data.readInt() != computed) corrupt(file, "header checksum mismatch")
+    if (data.readInt() != computed) Corrupt(file, "header checksum mismatch")
     val store =
       try StoreIdentity(rawStore._1, rawStore._2, rawStore._3)
-      catch { case e: IllegalArgumentException => corrupt(file, e.getMessage) }
+      catch { case e: IllegalArgumentException => Corrupt(file, e.getMessage) }
     val checkpoint = checkpointId(rawCheckpoint, file)
     val ancestors = rawAncestors.map(checkpointId(_, file))
     val fromEmpty = base match {
       case BaseParent => false
       case BaseEmpty  => true
-      case other      => corrupt(file, s"unknown lineage base $other")
+      case other      => Corrupt(file, s"unknown lineage base $other")
     }
-    if (fromEmpty && ancestors.nonEmpty) corrupt(file, "it starts from the empty state but lists ancestors")
+    if (fromEmpty && ancestors.nonEmpty) Corrupt(file, "it starts from the empty state but lists ancestors")
     val header = DeltaHeader(store, checkpoint, ancestors, fromEmpty)
     validate(file, header, expected, expectedId)
-    val codec = DeltaCodec.byId(codecId).getOrElse(corrupt(file, s"unknown record codec $codecId"))
+    val codec = DeltaCodec.byId(codecId).getOrElse(Corrupt(file, s"unknown record codec $codecId"))
     (header, codec)
   }
 
   private def checkpointId(raw: (Long, String), file: String): CheckpointId =
     try CheckpointId(raw._1, raw._2)
-    catch { case e: IllegalArgumentException => corrupt(file, e.getMessage) }
+    catch { case e: IllegalArgumentException => Corrupt(file, e.getMessage) }
 
   private def validate(file: String, h: DeltaHeader, store: StoreIdentity, id: CheckpointId): Unit = {
-    if (h.store != store) corrupt(file, s"it belongs to ${h.store}, not to $store")
-    if (h.checkpoint != id) corrupt(file, s"it holds checkpoint ${h.checkpoint}, not $id")
+    if (h.store != store) Corrupt(file, s"it belongs to ${h.store}, not to $store")
+    if (h.checkpoint != id) Corrupt(file, s"it holds checkpoint ${h.checkpoint}, not $id")
   }
 
   private def readBytes(data: DataInputStream, file: String): Array[Byte] = {
     val n = data.readInt()
-    if (n < 0 || n > (1 << 30)) corrupt(file, s"implausible record length $n")
+    if (n < 0 || n > (1 << 30)) Corrupt(file, s"implausible record length $n")
     val b = new Array[Byte](n)
     data.readFully(b)
     b
   }
-
-  private[lineagestore] def corrupt(file: String, detail: String): Nothing =
-    throw new CorruptCheckpointFileException(file, detail)
-
-  private[lineagestore] def guard[T](file: String)(body: => T): T =
-    try body
-    catch {
-      case e: CorruptCheckpointFileException => throw e
-      case e: EOFException                   => throw new CorruptCheckpointFileException(file, "truncated", e)
-      case e: UTFDataFormatException         => throw new CorruptCheckpointFileException(file, "bad text", e)
-      case e: com.github.luben.zstd.ZstdIOException =>
-        throw new CorruptCheckpointFileException(file, s"compressed records are damaged (${e.getMessage})", e)
-      case e: com.github.luben.zstd.ZstdException =>
-        throw new CorruptCheckpointFileException(file, s"compressed records are damaged (${e.getMessage})", e)
-    }
 }
 
 /** Passes through all bytes of `in` except the last `n`, which [[heldBack]] returns once the stream is

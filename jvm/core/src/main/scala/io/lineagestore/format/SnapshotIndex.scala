@@ -78,7 +78,7 @@ object SnapshotIndex {
   }
 
   def parse(bytes: Array[Byte], file: String): SnapshotIndex = {
-    def bad(detail: String): Nothing = DeltaFile.corrupt(file, s"snapshot index: $detail")
+    def bad(detail: String): Nothing = Corrupt(file, s"snapshot index: $detail")
     val text = new String(bytes, UTF_8)
     val endAt = text.lastIndexOf("end ")
     if (endAt < 0 || !text.endsWith("\n")) bad("truncated (no end line)")
@@ -126,11 +126,9 @@ object SnapshotIndex {
   private def crcHex(b: Array[Byte]): String = {
     val c = new CRC32C
     c.update(b)
-    crc32cHex(c)
+    Hex.crc32c(c)
   }
 
-  /** How an index writes a CRC32C: 8 lowercase hex digits. */
-  def crc32cHex(c: CRC32C): String = f"${c.getValue}%08x"
   private def encode(s: String): String = URLEncoder.encode(s, UTF_8)
   private def decode(s: String): String = URLDecoder.decode(s, UTF_8)
 }

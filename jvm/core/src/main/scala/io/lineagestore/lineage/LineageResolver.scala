@@ -1,6 +1,5 @@
 package io.lineagestore.lineage
 
-import scala.annotation.tailrec
 import scala.collection.mutable.ArrayBuffer
 
 /** The lineage record of one checkpoint (the header of its delta file).
@@ -65,7 +64,11 @@ final case class LoadPlan(
     if (base == LoadBase.Empty) deltas.headOption.filter(_.version > 1) else None
 }
 
-class LineageException(message: String) extends IllegalStateException(message)
+/** A lineage that cannot be followed. `file` is the full location of the file at fault, for tools that report
+  * problems per file; `missing`: that file does not exist (else its lineage record is broken).
+  */
+class LineageException(message: String, val file: String, val missing: Boolean = false)
+    extends IllegalStateException(message)
 
 /** Resolves which files rebuild a checkpoint, following the checkpoint-structure-V2 design:
   *   1. the store already holds `target` locally: nothing to do;
@@ -89,22 +92,23 @@ object LineageResolver {
     def finish(base: LoadBase): LoadPlan =
       LoadPlan(target, base, chain.takeWhile(_ != base.id).reverse.toList, chain.drop(1).toList)
 
-    @tailrec
-    def walk(cursor: CheckpointId): LoadPlan = {
-      val lineage = source.lineageOf(cursor) match {
-        case Some(l)                                                => l
+    val steps = LineageWalk.down(target, source)
+    while (steps.hasNext) {
+      val LineageStep(cursor, record) = steps.next()
+      val ancestors = record match {
+        case Some(l)                                                => l.ancestors
         case None if cursor == target && source.hasSnapshot(target) =>
           return LoadPlan(target, LoadBase.Snapshot(target), Nil, Nil)
         case None =>
+          val file = source.locate(cursor.deltaFileName)
           throw new LineageException(
-            s"cannot load checkpoint $target: the delta file ${source.locate(cursor.deltaFileName)} it depends on " +
-              "is missing " +
+            s"cannot load checkpoint $target: the delta file $file it depends on is missing " +
               s"(lineage so far: ${chain.mkString(" <- ")}). The checkpoint directory was damaged or cleaned " +
-              "by hand; restore the missing file or restart the query from an older checkpoint."
+              "by hand; restore the missing file or restart the query from an older checkpoint.",
+            file,
+            missing = true
           )
       }
-      val ancestors = lineage.ancestors
-      checkContiguous(cursor, lineage, source)
       if (cursor == target) {
         local.find(ancestors.contains) match {
           case Some(l) =>
@@ -115,19 +119,13 @@ object LineageResolver {
             if (source.hasSnapshot(target)) return LoadPlan(target, LoadBase.Snapshot(target), Nil, Nil)
         }
       }
-      var i = 0
-      while (i < ancestors.size) {
-        val a = ancestors(i)
+      ancestors.foreach { a =>
         chain += a
         if (source.hasSnapshot(a)) return finish(LoadBase.Snapshot(a))
-        i += 1
       }
-      val oldest = chain.last
-      if (oldest.version == 1 || lineage.fromEmpty) finish(LoadBase.Empty)
-      else walk(oldest)
     }
-
-    walk(target)
+    // the walk ended at version 1 or at a delta that starts from the empty state
+    finish(LoadBase.Empty)
   }
 
   /** The committed checkpoints of versions `downTo` .. target.version (ascending), following delta lineage
@@ -136,47 +134,29 @@ object LineageResolver {
   def chain(target: CheckpointId, downTo: Long, source: LineageSource): Seq[CheckpointId] = {
     require(downTo >= 1 && downTo <= target.version, s"version range $downTo..${target.version} is empty")
     val out = ArrayBuffer[CheckpointId](target)
+    val steps = LineageWalk.down(target, source)
+    // each step reads the record of out.last: the walk follows the oldest ancestor, as out does
     while (out.last.version > downTo) {
-      val cursor = out.last
-      val lineage = source
-        .lineageOf(cursor)
-        .getOrElse(
-          throw new LineageException(
-            s"cannot read changes down to version $downTo from $target: ${source.locate(cursor.deltaFileName)} " +
-              "is missing " +
-              "(deltas older than the retention window are cleaned; ask for a newer start version)"
-          )
+      val LineageStep(cursor, record) = steps.next()
+      val file = source.locate(cursor.deltaFileName)
+      val lineage = record.getOrElse(
+        throw new LineageException(
+          s"cannot read changes down to version $downTo from $target: $file is missing " +
+            "(deltas older than the retention window are cleaned; ask for a newer start version)",
+          file,
+          missing = true
         )
-      checkContiguous(cursor, lineage, source)
+      )
       if (lineage.fromEmpty) {
         throw new LineageException(
           s"cannot read changes down to version $downTo from $target: the store started afresh from an empty " +
             s"state at version ${cursor.version} (${cursor.deltaFileName}, e.g. offline repartitioning), so " +
-            s"versions below it are not on this lineage; ask for changes from version ${cursor.version} on"
+            s"versions below it are not on this lineage; ask for changes from version ${cursor.version} on",
+          file
         )
       }
       out ++= lineage.ancestors.takeWhile(_.version >= downTo)
     }
     out.reverse.toSeq
-  }
-
-  /** The lineage of `child` must list versions child-1, child-2, ... with no gap. */
-  private def checkContiguous(child: CheckpointId, lineage: Lineage, source: LineageSource): Unit = {
-    val ancestors = lineage.ancestors
-    ancestors.zipWithIndex.foreach { case (a, i) =>
-      val expected = child.version - 1 - i
-      if (a.version != expected || expected < 1) {
-        throw new LineageException(
-          s"lineage record of ${source.locate(child.deltaFileName)} is inconsistent: entry $i is $a, expected version " +
-            s"$expected. The file was not written by lineagestore or is damaged."
-        )
-      }
-    }
-    if (ancestors.isEmpty && child.version > 1 && !lineage.fromEmpty) {
-      throw new LineageException(
-        s"lineage record of ${source.locate(child.deltaFileName)} is empty but version ${child.version} needs a parent. " +
-          "The file was not written by lineagestore or is damaged."
-      )
-    }
   }
 }

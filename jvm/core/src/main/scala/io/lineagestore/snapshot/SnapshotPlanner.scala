@@ -77,10 +77,4 @@ object SnapshotPlanner {
     val wanted = index.files.filter(_.blob.isDefined).map(f => (f.name, f.size)).toSet
     local.filter(l => l.sha256.isEmpty && wanted((l.name, l.size)))
   }
-
-  /** Shared blobs no longer referenced once `dropped` snapshots are deleted, given every snapshot that stays
-    * (`retained`). A blob referenced by any retained snapshot is never returned.
-    */
-  def unreferencedBlobs(dropped: Seq[SnapshotIndex], retained: Seq[SnapshotIndex]): Set[String] =
-    dropped.flatMap(_.sharedBlobs).toSet -- retained.flatMap(_.sharedBlobs)
 }

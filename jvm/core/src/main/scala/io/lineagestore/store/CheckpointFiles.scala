@@ -6,10 +6,8 @@ import java.nio.channels.FileChannel
 import java.nio.file.{Files, StandardCopyOption, StandardOpenOption}
 import java.util.UUID
 import java.util.concurrent.{Callable, CompletableFuture, ExecutionException, ExecutorService}
-import java.util.zip.{ZipEntry, ZipInputStream, ZipOutputStream}
 
 import scala.collection.mutable
-import scala.jdk.CollectionConverters._
 
 import io.lineagestore.format._
 import io.lineagestore.lineage.{CheckpointFile, CheckpointId, Lineage, LineageSource}
@@ -33,19 +31,11 @@ final case class TransferStats(
 }
 
 /** Executes the remote side of one store's checkpoints: writes and reads delta files, uploads and restores
-  * snapshots, deletes files. It decides nothing: what to upload, download or delete comes from the pure
-  * planners ([[SnapshotPlanner]], [[io.lineagestore.lineage.RetentionPlanner]],
-  * [[io.lineagestore.lineage.LineageResolver]]).
+  * snapshots, deletes files, in the on-storage format of [[io.lineagestore.format]] (docs/format.md). It
+  * decides nothing: what to upload, download or delete comes from the pure planners ([[SnapshotPlanner]],
+  * [[io.lineagestore.lineage.CleanupPlanner]], [[io.lineagestore.lineage.LineageResolver]]).
   *
-  * On-storage layout of one store (`<checkpoint>/state/<operatorId>/<partitionId>[/<storeName>]`):
-  * {{{
-  *   <store dir>/
-  *   ├── <version>_<uniqueId>.delta   every commit of every attempt; first record: lineage
-  *   ├── <version>_<uniqueId>.zip     snapshot, written last: INDEX + small RocksDB files (CURRENT, MANIFEST...)
-  *   └── shared/
-  *       └── <uuid>.sst               immutable SST bytes, stored once, referenced by snapshot INDEXes
-  * }}}
-  * A snapshot exists once its zip exists: its shared blobs are all uploaded before the zip is written.
+  * Thread-safe: it holds no state of its own beyond what it is given; transfers run on `transferPool`.
   */
 final class CheckpointFiles(
     val blobs: BlobStore,
@@ -55,6 +45,7 @@ final class CheckpointFiles(
     checkSha256OnDownload: Boolean = false
 ) extends LineageSource {
   import CheckpointFiles._
+  import SnapshotZip.{sharedPath, SharedDir}
 
   // ---- deltas ---------------------------------------------------------------------------------------------
 
@@ -134,14 +125,13 @@ final class CheckpointFiles(
       ancestors: Seq[CheckpointId],
       dir: File,
       base: Option[SnapshotIndex],
-      knownHashes: mutable.Map[String, (Long, String)],
+      knownHashes: HashCache,
       blobWritten: String => Unit = _ => (),
       afterBlobs: () => Unit = () => ()
   ): (SnapshotIndex, TransferStats) = {
     val localFiles = Option(dir.listFiles()).getOrElse(Array.empty[File]).filter(_.isFile).sortBy(_.getName)
     def local(f: File): LocalFile = {
-      val known = knownHashes.get(f.getName).filter(_._1 == f.length()).map(_._2)
-      LocalFile(f.getName, f.length(), known)
+      LocalFile(f.getName, f.length(), knownHashes.get(f.getName, f.length()))
     }
     val byName = localFiles.map(f => f.getName -> f).toMap
     val first = SnapshotPlanner.planUpload(localFiles.toSeq.map(local), base)
@@ -149,14 +139,14 @@ final class CheckpointFiles(
     val decisions = first.map {
       case UploadDecision.HashFirst(f) =>
         val h = ContentHashes.sha256Of(byName(f.name))
-        knownHashes.synchronized(knownHashes(f.name) = (f.size, h))
+        knownHashes.put(f.name, f.size, h)
         SnapshotPlanner.planUpload(Seq(f.copy(sha256 = Some(h))), base).head
       case d => d
     }
     val uploads = decisions.collect { case UploadDecision.Upload(f) =>
       transferPool.submit(new Callable[SnapshotFile] {
         override def call(): SnapshotFile = {
-          val blob = s"${UUID.randomUUID()}.sst"
+          val blob = SnapshotZip.newBlobName()
           val hashes = new ContentHashes
           blobs.write(sharedPath(blob)) { out =>
             val in = new FileInputStream(byName(f.name))
@@ -165,7 +155,7 @@ final class CheckpointFiles(
           }
           blobWritten(blob)
           val h = hashes.sha256
-          knownHashes.synchronized(knownHashes(f.name) = (f.size, h))
+          knownHashes.put(f.name, f.size, h)
           SnapshotFile(f.name, f.size, h, Some(blob), Some(hashes.crc32c))
         }
       })
@@ -182,19 +172,7 @@ final class CheckpointFiles(
     }
     val index = SnapshotIndex(store, id, ancestors, (uploaded ++ inline ++ reused).sortBy(_.name))
     afterBlobs()
-    blobs.write(id.snapshotFileName) { out =>
-      val zip = new ZipOutputStream(new BufferedOutputStream(out, 1 << 16))
-      zip.putNextEntry(new ZipEntry(IndexEntry))
-      zip.write(SnapshotIndex.serialize(index))
-      zip.closeEntry()
-      inline.foreach { f =>
-        zip.putNextEntry(new ZipEntry(f.name))
-        Files.copy(byName(f.name).toPath, zip)
-        zip.closeEntry()
-      }
-      zip.finish()
-      zip.flush()
-    }
+    blobs.write(id.snapshotFileName)(out => SnapshotZip.write(out, index, byName))
     val stats = TransferStats(
       filesMoved = uploaded.size + inline.size,
       bytesMoved = (uploaded ++ inline).map(_.size).sum,
@@ -206,13 +184,9 @@ final class CheckpointFiles(
 
   /** Reads and verifies only the INDEX of snapshot `id`. */
   def readSnapshotIndex(id: CheckpointId): SnapshotIndex = {
-    val zip = new ZipInputStream(new BufferedInputStream(openSnapshot(id), 1 << 16))
-    try {
-      val e = zip.getNextEntry
-      val location = blobs.locate(id.snapshotFileName)
-      if (e == null || e.getName != IndexEntry) DeltaFile.corrupt(location, "no INDEX entry first in the zip")
-      checkIndex(SnapshotIndex.parse(DeltaFile.guard(location)(zip.readAllBytes()), location), id, location)
-    } finally zip.close()
+    val zip = new SnapshotZip.Reader(openSnapshot(id), blobs.locate(id.snapshotFileName), store, id)
+    try zip.index
+    finally zip.close()
   }
 
   /** Restores snapshot `id` into `target` (a closed RocksDB directory): keeps local files whose content the
@@ -223,19 +197,15 @@ final class CheckpointFiles(
   def restoreSnapshot(
       id: CheckpointId,
       target: File,
-      knownHashes: mutable.Map[String, (Long, String)]
+      knownHashes: HashCache
   ): (SnapshotIndex, TransferStats) = {
     val location = blobs.locate(id.snapshotFileName)
-    val zip = new ZipInputStream(new BufferedInputStream(openSnapshot(id), 1 << 16))
+    val zip = new SnapshotZip.Reader(openSnapshot(id), location, store, id)
     try {
-      val first = zip.getNextEntry
-      if (first == null || first.getName != IndexEntry)
-        DeltaFile.corrupt(location, "no INDEX entry first in the zip")
-      val index =
-        checkIndex(SnapshotIndex.parse(DeltaFile.guard(location)(zip.readAllBytes()), location), id, location)
+      val index = zip.index
       Files.createDirectories(target.toPath)
       val listed = Option(target.listFiles()).getOrElse(Array.empty[File]).filter(_.isFile).toSeq.map { f =>
-        LocalFile(f.getName, f.length(), knownHashes.get(f.getName).filter(_._1 == f.length()).map(_._2))
+        LocalFile(f.getName, f.length(), knownHashes.get(f.getName, f.length()))
       }
       val hashed = SnapshotPlanner
         .toHashBeforeDownload(index, listed)
@@ -255,28 +225,10 @@ final class CheckpointFiles(
         })
       }
       awaitAll(downloads)
-      val inlineByName = plan.inline.map(f => f.name -> f).toMap
-      var e = zip.getNextEntry
-      val extracted = mutable.Set.empty[String]
-      while (e != null) {
-        val f =
-          inlineByName.getOrElse(e.getName, DeltaFile.corrupt(location, s"unexpected entry ${e.getName}"))
-        writeVerified(zip, new File(target, f.name), f, location)
-        extracted += f.name
-        e = zip.getNextEntry
-      }
-      val missing = inlineByName.keySet -- extracted
-      if (missing.nonEmpty) DeltaFile.corrupt(location, s"entries ${missing.mkString(", ")} are missing")
-      knownHashes.synchronized {
-        knownHashes.clear()
-        index.files.foreach(f => knownHashes(f.name) = (f.size, f.sha256))
-      }
+      zip.foreachInline((f, in) => writeVerified(in, new File(target, f.name), f, location))
+      knownHashes.replaceAll(index.files.map(f => f.name -> (f.size, f.sha256)).toMap)
       val moved = plan.download ++ plan.inline
       (index, TransferStats(moved.size, moved.map(_.size).sum, plan.keep.size, plan.keep.map(_.size).sum))
-    } catch {
-      case e: java.util.zip.ZipException =>
-        throw new CorruptCheckpointFileException(location, e.getMessage, e)
-      case e: EOFException => throw new CorruptCheckpointFileException(location, "truncated", e)
     } finally zip.close()
   }
 
@@ -286,13 +238,6 @@ final class CheckpointFiles(
       case e: BlobNotFoundException =>
         throw new CorruptCheckpointFileException(blobs.locate(id.snapshotFileName), "it is missing", e)
     }
-
-  private def checkIndex(index: SnapshotIndex, id: CheckpointId, location: String): SnapshotIndex = {
-    if (index.store != store) DeltaFile.corrupt(location, s"it belongs to ${index.store}, not to $store")
-    if (index.checkpoint != id)
-      DeltaFile.corrupt(location, s"it holds checkpoint ${index.checkpoint}, not $id")
-    index
-  }
 
   private def download(f: SnapshotFile, dest: File): Unit = {
     val blob = sharedPath(f.blob.get)
@@ -344,7 +289,7 @@ final class CheckpointFiles(
             try pending.get()
             catch { case e: ExecutionException => throw Option(e.getCause).getOrElse(e) }
           askMore()
-          if (data.remaining != length) DeltaFile.corrupt(location, s"range at $offset came back short")
+          if (data.remaining != length) Corrupt(location, s"range at $offset came back short")
           check.update(data)
           var at = offset
           while (data.hasRemaining) at += out.write(data, at)
@@ -353,12 +298,12 @@ final class CheckpointFiles(
     } catch {
       case e: EOFException =>
         tmp.delete()
-        DeltaFile.corrupt(location, s"it is shorter than the ${f.size} bytes its index gives for ${f.name}")
+        Corrupt(location, s"it is shorter than the ${f.size} bytes its index gives for ${f.name}")
       case t: Throwable => tmp.delete(); throw t
     }
     if (!check.matches) {
       tmp.delete()
-      DeltaFile.corrupt(location, s"content of ${f.name} does not match its index (${check.checksumName})")
+      Corrupt(location, s"content of ${f.name} does not match its index (${check.checksumName})")
     }
     Files.move(tmp.toPath, dest.toPath, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE)
   }
@@ -376,7 +321,7 @@ final class CheckpointFiles(
     } catch { case t: Throwable => tmp.delete(); throw t }
     if (!check.matches) {
       tmp.delete()
-      DeltaFile.corrupt(
+      Corrupt(
         location,
         s"content of ${f.name} does not match its index (size ${check.bytesSeen} vs ${f.size}, ${check.checksumName})"
       )
@@ -402,11 +347,6 @@ final class CheckpointFiles(
 }
 
 object CheckpointFiles {
-  val SharedDir = "shared"
-  def sharedPath(blob: String): String = s"$SharedDir/$blob"
-  val IndexEntry = "INDEX"
-
-  def hex(b: Array[Byte]): String = b.map(x => f"${x & 0xff}%02x").mkString
 
   /** Waits for every transfer, even after one failed, so none still writes when the caller moves on. */
   private def awaitAll[T](fs: Seq[java.util.concurrent.Future[T]]): Seq[T] = {

@@ -1,21 +1,22 @@
 package io.lineagestore.store
 
 import java.nio.ByteBuffer
-import java.nio.charset.StandardCharsets.UTF_8
 
 import scala.collection.mutable
 
 import io.lineagestore.engine.LocalRocksDb
+import io.lineagestore.format.FamilyKeys
+import io.lineagestore.format.FamilyKeys._
 
-/** Column families as key prefixes in one RocksDB keyspace: every key is `[cfId:u16][user key]`. The registry
-  * (name -> id), the next free id and per-family key counts are ordinary keys under id 0, so they travel in
-  * deltas and snapshots like any state and are rolled back by abort like any state.
+/** The column families of one store: a registry (name -> id), the next free id and per-family key counts,
+  * kept as ordinary keys of family 0 in the key layout of [[FamilyKeys]], so they travel in deltas and
+  * snapshots like any state and are rolled back by abort like any state.
   *
   * Invariants: "default" is always id 1; an id is never reused, so keys of a removed family can never
   * reappear under a new one.
   */
 final class ColumnFamilies(db: LocalRocksDb) {
-  import ColumnFamilies._
+  import ColumnFamilies.DefaultName
 
   private val ids = mutable.Map.empty[String, Int]
   private val countChanges = mutable.Map.empty[Int, Long]
@@ -27,11 +28,8 @@ final class ColumnFamilies(db: LocalRocksDb) {
     ids.clear()
     countChanges.clear()
     ids(DefaultName) = DefaultId
-    val it = db.scan(Array[Byte](0, 0, 'f'), Array[Byte](0, 0, 'g'))
-    try
-      it.foreach { case (k, v) =>
-        ids(new String(k, 3, k.length - 3, UTF_8)) = ByteBuffer.wrap(v).getShort & 0xffff
-      }
+    val it = db.scan(RegistryStart, RegistryEnd)
+    try it.foreach { case (k, v) => ids(registryName(k)) = u16Value(v) }
     finally it.close()
   }
 
@@ -42,7 +40,7 @@ final class ColumnFamilies(db: LocalRocksDb) {
   def create(name: String): Boolean = {
     if (ids.contains(name)) return false
     val next =
-      Option(db.get(NextIdKey)).map(b => ByteBuffer.wrap(b).getShort & 0xffff).getOrElse(DefaultId + 1)
+      Option(db.get(NextIdKey)).map(u16Value).getOrElse(DefaultId + 1)
     if (next > 0xffff)
       throw new IllegalStateException("too many column families created over this store's life")
     db.put(NextIdKey, u16(next + 1))
@@ -91,20 +89,5 @@ final class ColumnFamilies(db: LocalRocksDb) {
 
 object ColumnFamilies {
   val DefaultName = "default"
-  val DefaultId = 1
-  private val NextIdKey = Array[Byte](0, 0, 'i')
-
-  def prefix(id: Int): Array[Byte] = u16(id)
-  def fullKey(id: Int, key: Array[Byte]): Array[Byte] = {
-    val out = new Array[Byte](key.length + 2)
-    out(0) = (id >>> 8).toByte
-    out(1) = id.toByte
-    System.arraycopy(key, 0, out, 2, key.length)
-    out
-  }
-  def userKey(full: Array[Byte]): Array[Byte] = java.util.Arrays.copyOfRange(full, 2, full.length)
-
-  private def registryKey(name: String): Array[Byte] = Array[Byte](0, 0, 'f') ++ name.getBytes(UTF_8)
-  private def countKey(id: Int): Array[Byte] = Array[Byte](0, 0, 'n') ++ u16(id)
-  private def u16(v: Int): Array[Byte] = Array((v >>> 8).toByte, v.toByte)
+  val DefaultId: Int = FamilyKeys.DefaultId
 }

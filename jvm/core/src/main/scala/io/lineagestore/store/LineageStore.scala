@@ -2,6 +2,7 @@ package io.lineagestore.store
 
 import java.io.File
 import java.util.concurrent.ConcurrentLinkedQueue
+import java.util.concurrent.atomic.AtomicReference
 
 import scala.collection.mutable
 import scala.jdk.CollectionConverters._
@@ -9,17 +10,21 @@ import scala.jdk.CollectionConverters._
 import org.rocksdb.WriteBatch
 
 import io.lineagestore.engine.{CloseableIterator, LocalRocksDb}
-import io.lineagestore.format.SnapshotIndex
+import io.lineagestore.format.{CorruptCheckpointFileException, FamilyKeys, SnapshotIndex}
+import io.lineagestore.storage.BlobNotFoundException
 import io.lineagestore.lineage._
 
 /** One store's state: a local RocksDB ([[LocalRocksDb]]) and its unforkable lineage of checkpoints in a blob
   * store ([[CheckpointFiles]]). This class sequences load, commit, snapshot and clean-up; what to load,
   * upload and delete is decided by the pure planners.
   *
-  * Threads: one task at a time calls load/read/write/commit/abort (Spark's contract); Spark's maintenance
-  * thread calls [[uploadSnapshots]] and [[cleanup]] concurrently. They share only the frozen-checkpoint
-  * queue, the per-generation hash caches, [[PendingBlobs]] and what [[LineageCleanup]] knows, all safe for
-  * that.
+  * Threads: one task at a time calls load/read/write/commit/abort and close (Spark's contract, enforced by
+  * the provider's `StoreOwnership`); Spark's maintenance thread calls [[uploadSnapshots]] and [[cleanup]]
+  * concurrently, and the transfer pool runs their file transfers. What the local DB holds is one immutable
+  * [[LineageStore.LocalState]], written by the task thread only and replaced atomically, so any thread reads
+  * a consistent one. Shared with maintenance and transfers: the frozen-checkpoint queue (concurrent), each
+  * generation's [[HashCache]] (concurrent), `lastUploaded` (volatile), [[PendingBlobs]] and
+  * [[LineageCleanup]] (each guarded). Blob deletion and uploads exclude each other by a read-write lock.
   */
 final class LineageStore(
     files: CheckpointFiles,
@@ -53,13 +58,8 @@ final class LineageStore(
   val columnFamilies = new ColumnFamilies(db)
   val counters = new StoreCounters
 
-  // what the local DB holds: checkpoint, its ancestors back to the presumed snapshot, and that snapshot's version
-  private var loaded: Option[CheckpointId] = None
-  private var ancestors: Seq[CheckpointId] = Nil
-  private var presumedSnapshotVersion = 0L
-  // with `loaded` the empty state: the version it stands at (0, or the version given to loadEmpty)
-  private var emptyAtVersion = 0L
-  private var generation = new Generation(mutable.Map.empty)
+  // what the local DB holds; nothing until the first load (or a clean-close record)
+  private val local = new AtomicReference(LocalState.Unknown(new HashCache))
 
   private val frozen = new ConcurrentLinkedQueue[Frozen]()
   // uploads hold it shared; clean-up deletes blobs only if it gets it exclusively (see cleanup)
@@ -70,32 +70,45 @@ final class LineageStore(
 
   // resume from the record when the DB holds exactly the SSTs it lists
   cleanClose.filter(_.liveSsts == db.liveSstSizes).foreach { r =>
-    loaded = Some(r.loaded)
-    ancestors = r.ancestors
-    presumedSnapshotVersion = r.presumedSnapshotVersion
-    generation = new Generation(mutable.Map.empty ++= r.hashes)
+    local.set(LocalState(Some(r.loaded), r.ancestors, r.presumedSnapshotVersion, 0, HashCache.of(r.hashes)))
     columnFamilies.reload()
   }
   cleanClose = None
 
-  def loadedCheckpoint: Option[CheckpointId] = loaded
+  def loadedCheckpoint: Option[CheckpointId] = local.get.loaded
   def checkpointFiles: CheckpointFiles = files
 
   // ---- load -----------------------------------------------------------------------------------------------
 
-  /** Makes the local DB hold `target`, loading as little as the lineage allows. */
+  /** Makes the local DB hold `target`, loading as little as the lineage allows.
+    *
+    * A plan may find a file gone that it chose: clean-up (in this process or another) deleted an older base
+    * once a newer snapshot of the lineage was complete, between planning and reading. Then it plans again
+    * from what exists now, at most [[MaxReplans]] times; any other failure, or a file still missing, fails
+    * the load.
+    */
   def load(target: CheckpointId): LoadPlan = {
     val start = clock()
     db.abort()
-    emptyAtVersion = 0
-    val plan = LineageResolver.plan(target, loaded, files)
-    try execute(plan)
-    catch {
-      case t: Throwable =>
-        loaded =
-          None // local directory state unknown: the next load starts from a snapshot or the empty state
-        throw t
+    def attempt(replans: Int): LoadPlan = {
+      val plan =
+        try {
+          val plan = LineageResolver.plan(target, local.get.loaded, files)
+          execute(plan)
+          plan
+        } catch {
+          case t: Throwable =>
+            // what the directory holds is unknown: the next load starts from a snapshot or the empty state
+            local.set(LocalState.Unknown(new HashCache))
+            if (replans < MaxReplans && isMissingFile(t)) null else throw t
+        }
+      if (plan != null) plan
+      else {
+        counters.loadsReplanned.incrementAndGet()
+        attempt(replans + 1)
+      }
     }
+    val plan = attempt(0)
     cleanups.loaded(target, plan)
     counters.lastLoadMs.set(clock() - start)
     plan
@@ -110,16 +123,8 @@ final class LineageStore(
     require(version >= 0, s"version cannot be negative, got $version")
     val start = clock()
     db.abort()
-    try
-      replaceLocalDirectory { () =>
-        deleteRecursively(dbDir)
-        generation = new Generation(mutable.Map.empty)
-      }
-    catch { case t: Throwable => loaded = None; throw t }
-    presumedSnapshotVersion = version
-    ancestors = Nil
-    emptyAtVersion = version
-    loaded = Some(CheckpointId.Empty)
+    replaceLocalDirectory(() => deleteRecursively(dbDir))
+    local.set(LocalState(Some(CheckpointId.Empty), Nil, version, version, new HashCache))
     columnFamilies.reload()
     // what was committed before is another lineage now: clean-up waits for the next load to learn the new one
     cleanups.forgetCommitted()
@@ -127,25 +132,24 @@ final class LineageStore(
   }
 
   /** The version the loaded state stands at (the empty state may stand above 0, see [[loadEmpty]]). */
-  def loadedVersion: Option[Long] = loaded.map(l => if (l.isEmptyState) emptyAtVersion else l.version)
+  def loadedVersion: Option[Long] = local.get.version
 
   private def execute(plan: LoadPlan): Unit = {
-    plan.base match {
+    val before = local.get
+    // the state the DB holds once the plan's base is in place, before its deltas are replayed
+    val base = plan.base match {
       case LoadBase.Local(l) =>
         // ancestors of l back to its presumed snapshot stay valid below the newly replayed part
-        if (plan.deltas.nonEmpty) ancestors = plan.lineage ++ (if (loaded.contains(l)) ancestors else Nil)
+        val below = if (before.loaded.contains(l)) before.ancestors else Nil
+        val ancestors = plan.lineage ++ below
+        before.copy(ancestors = ancestors.takeWhile(_.version >= before.presumedSnapshotVersion))
       case LoadBase.Empty =>
-        replaceLocalDirectory { () =>
-          deleteRecursively(dbDir)
-          generation = new Generation(mutable.Map.empty)
-        }
-        presumedSnapshotVersion = 0
-        ancestors = plan.lineage
+        replaceLocalDirectory(() => deleteRecursively(dbDir))
+        LocalState(None, plan.lineage, 0, 0, new HashCache)
       case LoadBase.Snapshot(s) =>
+        val hashes = before.hashes.copy()
         replaceLocalDirectory { () =>
-          val hashes = mutable.Map.empty[String, (Long, String)] ++= generation.hashes
           val (index, stats) = files.restoreSnapshot(s, dbDir, hashes)
-          generation = new Generation(hashes)
           lastUploaded = Some(index)
           cleanups.indexKnown(s, index)
           counters.filesDownloaded.addAndGet(stats.filesMoved)
@@ -153,20 +157,20 @@ final class LineageStore(
           counters.filesReused.addAndGet(stats.filesReused)
           crash.at(CrashPoints.RestoreAfterSnapshotFiles)
         }
-        presumedSnapshotVersion = s.version
-        ancestors = plan.lineage.takeWhile(_.version >= s.version)
+        LocalState(None, plan.lineage.takeWhile(_.version >= s.version), s.version, 0, hashes)
     }
     plan.deltas.foreach(replay)
     if (plan.deltas.nonEmpty) crash.at(CrashPoints.RestoreAfterReplay)
-    loaded = Some(plan.target)
-    if (plan.deltas.nonEmpty && plan.base.isInstanceOf[LoadBase.Local]) {
-      ancestors = ancestors.takeWhile(_.version >= presumedSnapshotVersion)
-    }
+    local.set(base.copy(loaded = Some(plan.target), emptyAtVersion = 0))
     columnFamilies.reload()
   }
 
+  /** Closes RocksDB around `body`, which replaces the directory's files; what the DB holds is unknown until
+    * the caller sets it.
+    */
   private def replaceLocalDirectory(body: () => Unit): Unit = {
-    loaded = None
+    // a new generation of the directory: nothing of the old one's hashes holds once a file may have changed
+    local.set(LocalState.Unknown(new HashCache))
     db.closeForReplace()
     try body()
     finally db.reopen()
@@ -182,28 +186,35 @@ final class LineageStore(
     counters.deltasReplayed.incrementAndGet()
   }
 
-  /** The committed changes of versions `fromVersion` .. target.version, oldest first, each delta verified
-    * before any of its records is returned. Family ids are in the keys (see [[ColumnFamilies]]).
+  /** The committed changes to family `cf` in versions `fromVersion` .. target.version, oldest first, as
+    * (checkpoint, user key, value or null for a delete); each delta is verified before any of its records is
+    * returned.
     */
-  def changes(target: CheckpointId, fromVersion: Long): Iterator[(CheckpointId, Array[Byte], Array[Byte])] =
+  def changes(
+      target: CheckpointId,
+      fromVersion: Long,
+      cf: Int
+  ): Iterator[(CheckpointId, Array[Byte], Array[Byte])] =
     LineageResolver.chain(target, fromVersion, files).iterator.flatMap { id =>
       val records = mutable.ArrayBuffer.empty[(CheckpointId, Array[Byte], Array[Byte])]
-      files.readDelta(id)((k, v) => records += ((id, k, v)))
+      files.readDelta(id) { (k, v) =>
+        if (FamilyKeys.isIn(cf, k)) records += ((id, FamilyKeys.userKey(k), v))
+      }
       records
     }
 
   // ---- reads and writes of the batch in progress ----------------------------------------------------------
 
-  def get(cf: Int, key: Array[Byte]): Array[Byte] = db.get(ColumnFamilies.fullKey(cf, key))
+  def get(cf: Int, key: Array[Byte]): Array[Byte] = db.get(FamilyKeys.fullKey(cf, key))
 
   def put(cf: Int, key: Array[Byte], value: Array[Byte]): Unit = {
-    val full = ColumnFamilies.fullKey(cf, key)
+    val full = FamilyKeys.fullKey(cf, key)
     if (db.get(full) == null) columnFamilies.adjustCount(cf, 1)
     db.put(full, value)
   }
 
   def delete(cf: Int, key: Array[Byte]): Unit = {
-    val full = ColumnFamilies.fullKey(cf, key)
+    val full = FamilyKeys.fullKey(cf, key)
     if (db.get(full) != null) {
       columnFamilies.adjustCount(cf, -1)
       db.delete(full)
@@ -213,13 +224,13 @@ final class LineageStore(
   /** Keys of family `cf` in [from, until) (user keys; until null = to the family's end). */
   def scan(cf: Int, from: Array[Byte], until: Array[Byte]): CloseableIterator[(Array[Byte], Array[Byte])] = {
     val inner = db.scan(
-      ColumnFamilies.fullKey(cf, from),
-      if (until == null) ColumnFamilies.prefix(cf + 1) else ColumnFamilies.fullKey(cf, until)
+      FamilyKeys.fullKey(cf, from),
+      if (until == null) FamilyKeys.prefix(cf + 1) else FamilyKeys.fullKey(cf, until)
     )
     new CloseableIterator[(Array[Byte], Array[Byte])] {
       override def hasNext: Boolean = inner.hasNext
       override def next(): (Array[Byte], Array[Byte]) = {
-        val (k, v) = inner.next(); (ColumnFamilies.userKey(k), v)
+        val (k, v) = inner.next(); (FamilyKeys.userKey(k), v)
       }
       override def close(): Unit = inner.close()
     }
@@ -234,14 +245,16 @@ final class LineageStore(
     */
   def commit(uniqueId: String): CheckpointId = {
     val start = clock()
-    val parent = loaded.getOrElse(throw new IllegalStateException("commit without a loaded checkpoint"))
-    val freshStart = parent.isEmptyState && emptyAtVersion > 0
-    val id = CheckpointId(loadedVersion.get + 1, uniqueId)
-    val lineage = if (parent.isEmptyState) Nil else parent +: ancestors
+    val before = local.get
+    val parent =
+      before.loaded.getOrElse(throw new IllegalStateException("commit without a loaded checkpoint"))
+    val freshStart = parent.isEmptyState && before.emptyAtVersion > 0
+    val id = CheckpointId(before.version.get + 1, uniqueId)
+    val lineage = if (parent.isEmptyState) Nil else parent +: before.ancestors
     columnFamilies.stageCounts()
     crash.at(CrashPoints.CommitBeforeDelta)
     // from the empty state the batch in progress is the whole state, so the delta is complete by itself
-    val records = files.writeDelta(id, lineage, settings.deltaCodec, fromEmpty = freshStart) { w =>
+    files.writeDelta(id, lineage, settings.deltaCodec, fromEmpty = freshStart) { w =>
       db.pending.range(Array.emptyByteArray, null).foreach { case (k, v) =>
         if (v == null) w.delete(k) else w.put(k, v)
       }
@@ -250,18 +263,15 @@ final class LineageStore(
     counters.lastDeltaBytes.set(db.pending.sizeBytes)
     db.commit()
     crash.at(CrashPoints.CommitAfterLocalApply)
-    loaded = Some(id)
-    emptyAtVersion = 0
-    ancestors = lineage
-    val sinceSnapshot = id.version - presumedSnapshotVersion
+    val committed = before.copy(loaded = Some(id), ancestors = lineage, emptyAtVersion = 0)
+    local.set(committed)
+    val sinceSnapshot = id.version - committed.presumedSnapshotVersion
     // a fresh start is snapshotted at once: its lineage has no older snapshot to restore from
-    if (freshStart || sinceSnapshot >= settings.minDeltasForSnapshot) freeze(id)
+    if (freshStart || sinceSnapshot >= settings.minDeltasForSnapshot) freeze(committed)
     // the next commit freezes: flush now, off the commit path, so that freeze waits for one batch's memtable
-    else if (settings.flushAheadOfFreeze && sinceSnapshot + 1 >= settings.minDeltasForSnapshot)
-      db.flushInBackground()
+    else if (sinceSnapshot + 1 >= settings.minDeltasForSnapshot) db.flushInBackground()
     counters.lastCommitMs.set(clock() - start)
     cleanups.fileWritten(CheckpointFile(id, CheckpointId.Delta))
-    require(records >= 0)
     id
   }
 
@@ -271,20 +281,25 @@ final class LineageStore(
     columnFamilies.reload()
   }
 
-  /** The synchronous part of a snapshot: a hard-link checkpoint of the committed state, uploaded later. */
-  private def freeze(id: CheckpointId): Unit = {
+  /** The synchronous part of a snapshot: a hard-link checkpoint of the committed state `at`, uploaded later;
+    * the lineage then presumes it.
+    */
+  private def freeze(at: LocalState): Unit = {
+    val id = at.loaded.get
     val dir = new File(frozenRoot, id.toString)
     deleteRecursively(dir)
     dir.getParentFile.mkdirs()
     db.checkpointTo(dir)
-    frozen.add(Frozen(id, ancestors, dir, generation))
-    presumedSnapshotVersion = id.version
-    ancestors = Nil
+    frozen.add(Frozen(id, at.ancestors, dir, at.hashes))
+    local.set(at.copy(ancestors = Nil, presumedSnapshotVersion = id.version))
     crash.at(CrashPoints.SnapshotAfterFreeze)
   }
 
   /** Forces a snapshot of the loaded checkpoint at the next upload (tools and tests). */
-  def freezeNow(): Unit = loaded.filterNot(_.isEmptyState).foreach(freeze)
+  def freezeNow(): Unit = {
+    val now = local.get
+    if (now.loaded.exists(!_.isEmptyState)) freeze(now)
+  }
 
   // ---- maintenance ----------------------------------------------------------------------------------------
 
@@ -307,7 +322,7 @@ final class LineageStore(
             next.ancestors,
             next.dir,
             lastUploaded.orElse(presumedBase(next)),
-            next.gen.hashes,
+            next.hashes,
             pendingBlobs.written,
             () => crash.at(CrashPoints.SnapshotAfterBlobs)
           )
@@ -366,38 +381,78 @@ final class LineageStore(
     * store on the same directory resumes without downloading.
     */
   override def close(): Unit = {
-    val record = loaded.filterNot(_.isEmptyState).flatMap { id =>
+    val last = local.get
+    val record = last.loaded.filterNot(_.isEmptyState).flatMap { id =>
       scala.util.Try {
         db.abort()
         db.flush()
         CleanCloseRecord(
           files.store,
           id,
-          presumedSnapshotVersion,
-          ancestors,
+          last.presumedSnapshotVersion,
+          last.ancestors,
           db.liveSstSizes,
-          generation.hashes.toMap
+          last.hashes.toMap
         )
       }.toOption
     }
-    loaded = None
+    local.set(LocalState.Unknown(last.hashes))
     db.close()
     deleteRecursively(frozenRoot)
     record.foreach(CleanCloseRecord.write(localRoot, _))
   }
 
   private[store] def frozenIds: Seq[CheckpointId] = frozen.asScala.map(_.id).toSeq
+
+  /** What the current generation's hash cache holds, and the directory it describes (tests). */
+  private[store] def knownHashes: (Map[String, (Long, String)], File) = (local.get.hashes.toMap, dbDir)
 }
 
 private[store] object LineageStore {
   private def deleteRecursively(f: File): Unit = LocalDirectories.deleteRecursively(f)
 
-  /** Hashes of files in the local DB directory, valid until the directory is replaced by a restore. */
-  private[store] final class Generation(val hashes: mutable.Map[String, (Long, String)])
+  /** How often one load plans again after finding a chosen file gone (see `load`). */
+  val MaxReplans = 2
+
+  /** A file the load chose does not exist (any other damage is not something a new plan routes around). */
+  private def isMissingFile(t: Throwable): Boolean = t match {
+    case l: LineageException               => l.missing
+    case c: CorruptCheckpointFileException => c.getCause.isInstanceOf[BlobNotFoundException]
+    case _                                 => false
+  }
+
+  /** What the local DB holds, as one value.
+    *
+    * @param loaded
+    *   the checkpoint it holds; None while unknown (before the first load, or after one failed midway)
+    * @param ancestors
+    *   loaded's ancestors, newest first, back to the snapshot the lineage presumes (exclusive once that
+    *   snapshot is loaded's own freeze)
+    * @param presumedSnapshotVersion
+    *   the version of that snapshot (0: none)
+    * @param emptyAtVersion
+    *   with `loaded` the empty state: the version it stands at (0, or the version given to `loadEmpty`)
+    * @param hashes
+    *   what is known of the directory's files (one cache per generation of the directory)
+    */
+  private[store] final case class LocalState(
+      loaded: Option[CheckpointId],
+      ancestors: Seq[CheckpointId],
+      presumedSnapshotVersion: Long,
+      emptyAtVersion: Long,
+      hashes: HashCache
+  ) {
+    def version: Option[Long] = loaded.map(l => if (l.isEmptyState) emptyAtVersion else l.version)
+  }
+
+  private[store] object LocalState {
+    def Unknown(hashes: HashCache): LocalState = LocalState(None, Nil, 0, 0, hashes)
+  }
+
   private[store] final case class Frozen(
       id: CheckpointId,
       ancestors: Seq[CheckpointId],
       dir: File,
-      gen: Generation
+      hashes: HashCache
   )
 }

@@ -12,6 +12,8 @@ final class StoreCounters {
   val filesDownloaded = new AtomicLong
   val snapshotsUploaded = new AtomicLong
   val deltasReplayed = new AtomicLong
+  // loads that planned again after a file they chose was cleaned meanwhile
+  val loadsReplanned = new AtomicLong
   val filesDeleted = new AtomicLong
   val lastLoadMs = new AtomicLong
   val lastCommitMs = new AtomicLong

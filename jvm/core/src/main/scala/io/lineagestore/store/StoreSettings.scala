@@ -1,20 +1,54 @@
 package io.lineagestore.store
 
+import io.lineagestore.config.LineageConf
 import io.lineagestore.engine.RocksDbTuning
 import io.lineagestore.format.DeltaCodec
 
-/** Everything one store needs to know from configuration, already validated by the caller. */
+/** Everything one store needs to know from configuration, already validated. Build it with
+  * [[StoreSettings.from]], whose every default is [[LineageConf]]'s (or, for the two keys Spark owns,
+  * Spark's); a test that departs from them uses `copy` and says why.
+  */
 final case class StoreSettings(
-    minDeltasForSnapshot: Int = 10,
-    minVersionsToRetain: Int = 100,
-    maxPendingBytes: Long = 1L << 30,
-    maxPendingBytesKey: String = "maxPendingBytes",
-    orphanGracePeriodMs: Long = 6L * 60 * 60 * 1000,
-    orphanSweepEveryCleanups: Int = 100,
-    tuning: RocksDbTuning = RocksDbTuning(),
-    deltaCodec: DeltaCodec = DeltaCodec.Default,
-    flushAheadOfFreeze: Boolean = true // a measuring switch for CommitMicroBench, not a configuration
-)
+    minDeltasForSnapshot: Int,
+    minVersionsToRetain: Int,
+    maxPendingBytes: Long,
+    orphanGracePeriodMs: Long,
+    orphanSweepEveryCleanups: Int,
+    tuning: RocksDbTuning,
+    deltaCodec: DeltaCodec
+) {
+
+  /** The key to raise when a batch's pending writes exceed `maxPendingBytes` (named in the error). */
+  def maxPendingBytesKey: String = LineageConf.MaxPendingBytes.key
+}
+
+object StoreSettings {
+
+  /** Spark's own defaults of `spark.sql.streaming.stateStore.minDeltasForSnapshot` and
+    * `spark.sql.streaming.minBatchesToRetain`: the provider always passes Spark's values; these serve where
+    * no Spark session is (the core tests, benchmarks).
+    */
+  val SparkMinDeltasForSnapshot = 10
+  val SparkMinBatchesToRetain = 100
+
+  /** The settings `confs` (Spark's forwarded `spark.sql.streaming.stateStore.*` keys) give, each checked. */
+  def from(
+      confs: Map[String, String],
+      minDeltasForSnapshot: Int = SparkMinDeltasForSnapshot,
+      minVersionsToRetain: Int = SparkMinBatchesToRetain
+  ): StoreSettings = StoreSettings(
+    minDeltasForSnapshot = math.max(1, minDeltasForSnapshot),
+    minVersionsToRetain = math.max(1, minVersionsToRetain),
+    maxPendingBytes = LineageConf.MaxPendingBytes.from(confs),
+    orphanGracePeriodMs = LineageConf.OrphanGracePeriodMs.from(confs),
+    orphanSweepEveryCleanups = LineageConf.OrphanSweepEveryCleanups.from(confs),
+    tuning = RocksDbTuning(LineageConf.MemoryBytes.from(confs), LineageConf.WriteBufferBytes.from(confs)),
+    deltaCodec = DeltaCodec.byName(LineageConf.DeltaCompression.from(confs)).getOrElse(DeltaCodec.Default)
+  )
+
+  /** Production's defaults throughout. */
+  val Default: StoreSettings = from(Map.empty)
+}
 
 /** Named steps of commit, snapshot upload, clean-up and restore. A test passes a hook that stops the process
   * (or throws) at a step; production passes [[CrashPoints.None]]. The list is the single source of step

@@ -6,6 +6,7 @@ import java.nio.file.{FileAlreadyExistsException, Files}
 import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.{FileSystem, FileUtil, Path}
 
+import io.lineagestore.format.SnapshotZip
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.snapshot.SnapshotPlanner
 import io.lineagestore.store.CheckpointFiles
@@ -33,7 +34,7 @@ object CheckpointCloner {
     val parts = relDir.split("/").filter(_.nonEmpty)
     parts.headOption.contains("state") && (
       CheckpointId.parseFileName(name).isDefined ||
-        (parts.lastOption.contains(CheckpointFiles.SharedDir) && SnapshotPlanner.isShared(name))
+        (parts.lastOption.contains(SnapshotZip.SharedDir) && SnapshotPlanner.isShared(name))
     )
   }
 

@@ -2,10 +2,9 @@ package io.lineagestore.tools
 
 import scala.util.Try
 
-import io.lineagestore.format.SnapshotIndex
-import io.lineagestore.lineage.{CheckpointFile, CheckpointId, RetentionPlanner}
-import io.lineagestore.snapshot.SnapshotPlanner
-import io.lineagestore.store.CheckpointFiles
+import io.lineagestore.format.SnapshotZip
+import io.lineagestore.lineage._
+import io.lineagestore.store.{CheckpointFiles, CleanupSteps}
 import io.lineagestore.tools.Json._
 
 /** One file clean-up would delete: its name in the store directory (`shared/<blob>` for a blob), size and
@@ -13,8 +12,8 @@ import io.lineagestore.tools.Json._
   */
 final case class Deletion(name: String, bytes: Long, reason: String)
 
-/** What clean-up of one store would do. Deleting runs zips, then blobs, then deltas (the store's own order: a
-  * crash part-way leaves at most unreferenced blobs). `refused` says why nothing may be deleted.
+/** What clean-up of one store would do, as shown to the user: the [[CleanupDecision]] with each file's size
+  * and reason. `refused` says why nothing may be deleted.
   */
 final case class CleanupPlan(
     store: StoreRef,
@@ -28,7 +27,8 @@ final case class CleanupPlan(
     keptFiles: Int,
     keptBytes: Long,
     refused: Option[String],
-    warnings: Seq[String]
+    warnings: Seq[String],
+    decision: Option[CleanupDecision] = None
 ) {
   def deletions: Seq[Deletion] = zips ++ blobs ++ deltas
 
@@ -54,11 +54,10 @@ final case class CleanupPlan(
   )
 }
 
-/** Plans (and on request runs) the clean-up of one store offline, with the planners the store itself uses:
-  * [[RetentionPlanner]] on the committed lineage (Spark's commit log plus delta headers),
-  * [[SnapshotPlanner.unreferencedBlobs]] for the blobs of dropped snapshots, and the orphan sweep's rule for
-  * blobs no remaining snapshot references (deleted only once older than the grace period: a younger one may
-  * belong to a snapshot upload in flight).
+/** Plans (and on request runs) the clean-up of one store offline. The decision is [[CleanupPlanner]]'s, the
+  * one the provider's maintenance takes too, on the committed lineage from Spark's commit log plus delta
+  * headers and a listing of the store; running it is [[CleanupSteps]]'. This object adds the I/O that gathers
+  * the input and the reasons shown to the user.
   */
 object StoreCleaner {
 
@@ -74,39 +73,52 @@ object StoreCleaner {
     val listed = store.blobs.list("")
     val sizes = listed.map(b => b.name -> b.size).toMap
     val existing = files.listCheckpointFiles()
-    val shared = files.listSharedBlobs()
+    val shared = files.listSharedBlobs().map(b => SharedBlob(b.name, b.size, b.modificationTimeMs))
+    val sharedSizes = shared.map(b => b.name -> b.size).toMap
     val allBytes = listed.filterNot(_.name.startsWith(".")).map(_.size).sum + shared.map(_.size).sum
     val allFiles = listed.count(!_.name.startsWith(".")) + shared.size
     val lineage = CommittedLineage.resolve(files, log)
-    def nothing(head: Option[CheckpointId], why: String) =
-      CleanupPlan(store.ref, head, None, None, Nil, Nil, Nil, Nil, allFiles, allBytes, Some(why), Nil)
-
-    val head =
-      lineage.head.getOrElse(return nothing(None, "Spark's commit log names no checkpoint of this store"))
-    if (lineage.conflicts.nonEmpty)
-      return nothing(
-        Some(head),
-        s"the committed lineage is inconsistent: ${lineage.conflicts.mkString("; ")}"
+    val input = CleanupInput(
+      lineage,
+      existing,
+      existingIsListing = true,
+      retain,
+      Some(shared),
+      mayDeleteBlobs = true, // an upload in flight elsewhere is protected by the grace period
+      nowMs,
+      graceMs
+    )
+    def blobsOf(id: CheckpointId): Either[String, Set[String]] =
+      Try(files.readSnapshotIndex(id).sharedBlobs).toEither.left.map(e =>
+        Option(e.getMessage).getOrElse(e.toString)
       )
-    if (!existing.exists(f => f.id == head))
-      return nothing(
-        Some(head),
-        s"the newest committed checkpoint $head has no file here (${store.locate(head.deltaFileName)}); run verify"
-      )
+    val decision = CleanupPlanner.decide(input, blobsOf)
 
-    val plan = RetentionPlanner.plan(head, lineage.committed, existing, retain, lineage.freshStart)
-    val (droppedZips, droppedDeltas) = plan.delete.partition(_.kind == CheckpointId.Snapshot)
-    def index(id: CheckpointId): Either[String, SnapshotIndex] =
-      Try(files.readSnapshotIndex(id)).toEither.left.map(e => Option(e.getMessage).getOrElse(e.toString))
-    val dropped = droppedZips.map(f => f.id -> index(f.id))
-    val retained = plan.retainedSnapshots.map(id => id -> index(id))
-    val unreadable = retained.collect { case (_, Left(err)) => err }
-    val warnings = Seq.newBuilder[String]
-    warnings ++= lineage.errors
-    dropped.collect { case (id, Left(err)) =>
-      warnings += s"cannot read ${id.snapshotFileName} before deleting it ($err): its blobs are left to the " +
-        "orphan sweep"
+    decision.refused.foreach { refusal =>
+      val why = refusal match {
+        case CleanupRefusal.NoHead                  => "Spark's commit log names no checkpoint of this store"
+        case CleanupRefusal.Inconsistent(conflicts) =>
+          s"the committed lineage is inconsistent: ${conflicts.mkString("; ")}"
+        case CleanupRefusal.HeadMissing(head) =>
+          s"the newest committed checkpoint $head has no file here (${store.locate(head.deltaFileName)}); run verify"
+      }
+      return CleanupPlan(
+        store.ref,
+        lineage.head,
+        None,
+        None,
+        Nil,
+        Nil,
+        Nil,
+        Nil,
+        allFiles,
+        allBytes,
+        Some(why),
+        Nil
+      )
     }
+    val head = lineage.head.get
+    val plan = decision.retention.get
 
     def reason(f: CheckpointFile): String = {
       val base = plan.snapshotBase.version
@@ -125,68 +137,42 @@ object StoreCleaner {
       } else s"${lineage.status(f.id)} attempt outside the committed lineage, older than the retained $window"
     }
     def deletion(f: CheckpointFile) = Deletion(f.name, sizes.getOrElse(f.name, 0L), reason(f))
-
-    val sharedSizes = shared.map(b => b.name -> b).toMap
-    val (blobDeletions, young) =
-      if (unreadable.nonEmpty) {
-        warnings ++= unreadable.map(err =>
-          s"no shared blob is deleted: a retained snapshot is unreadable ($err)"
-        )
-        (Nil, Nil)
-      } else {
-        val retainedIndexes = retained.collect { case (_, Right(i)) => i }
-        val ofDropped = SnapshotPlanner
-          .unreferencedBlobs(dropped.collect { case (_, Right(i)) => i }, retainedIndexes)
-          .filter(sharedSizes.contains)
-        val referenced = retainedIndexes.flatMap(_.sharedBlobs).toSet
-        val orphans = shared.filter(b => !referenced(b.name) && !ofDropped(b.name))
-        val (old, recent) = orphans.partition(b => b.modificationTimeMs < nowMs - graceMs)
-        val byDropped = dropped
-          .collect { case (id, Right(i)) => i.sharedBlobs.toSeq.map(_ -> id.snapshotFileName) }
-          .flatten
-          .groupBy(_._1)
-          .map { case (b, xs) => b -> xs.map(_._2).sorted.mkString(", ") }
-        val a = ofDropped.toSeq.sorted.map { b =>
-          Deletion(
-            CheckpointFiles.sharedPath(b),
-            sharedSizes(b).size,
-            s"referenced only by deleted snapshots: ${byDropped.getOrElse(b, "?")}"
-          )
-        }
-        def age(b: io.lineagestore.storage.BlobInfo) = duration(math.max(0L, nowMs - b.modificationTimeMs))
-        val o = old.sortBy(_.name).map { b =>
-          Deletion(
-            CheckpointFiles.sharedPath(b.name),
-            b.size,
-            s"referenced by no snapshot, ${age(b)} old (older than the ${duration(graceMs)} grace period)"
-          )
-        }
-        val y = recent.sortBy(_.name).map { b =>
-          Deletion(
-            CheckpointFiles.sharedPath(b.name),
-            b.size,
-            s"referenced by no snapshot but only ${age(b)} old (grace period ${duration(graceMs)}): it may " +
-              "belong to a snapshot upload in progress"
-          )
-        }
-        (a ++ o, y)
+    def blobDeletion(blob: String, verdict: BlobVerdict) = Deletion(
+      SnapshotZip.sharedPath(blob),
+      sharedSizes.getOrElse(blob, 0L),
+      verdict match {
+        case BlobVerdict.OfDeletedSnapshots(ids) =>
+          s"referenced only by deleted snapshots: ${ids.map(_.snapshotFileName).sorted.mkString(", ")}"
+        case BlobVerdict.Orphan(age) =>
+          s"referenced by no snapshot, ${duration(age)} old (older than the ${duration(graceMs)} grace period)"
       }
-    val zips = droppedZips.map(deletion)
-    val deltas = droppedDeltas.map(deletion)
-    val deleted = zips ++ blobDeletions ++ deltas
+    )
+    val young = decision.youngOrphans.map { b =>
+      Deletion(
+        SnapshotZip.sharedPath(b.name),
+        b.size,
+        s"referenced by no snapshot but only ${duration(math.max(0L, nowMs - b.modifiedMs))} old (grace period " +
+          s"${duration(graceMs)}): it may belong to a snapshot upload in progress"
+      )
+    }
+    val zips = decision.zips.map(deletion)
+    val blobs = decision.blobs.map { case (b, v) => blobDeletion(b, v) }
+    val deltas = decision.deltas.map(deletion)
+    val deleted = zips ++ blobs ++ deltas
     CleanupPlan(
       store.ref,
       Some(head),
       Some(plan.oldestRetained),
       Some(plan.snapshotBase),
       zips,
-      blobDeletions,
+      blobs,
       deltas,
       young,
       allFiles - deleted.size,
       allBytes - deleted.map(_.bytes).sum,
       None,
-      warnings.result()
+      decision.warnings,
+      Some(decision)
     )
   }
 
@@ -196,20 +182,11 @@ object StoreCleaner {
       .collectFirst { case (u, size) if ms >= size && ms % size == 0 => s"${ms / size}$u" }
       .getOrElse(s"${ms / 1000}s")
 
-  /** Deletes what `plan` lists, zips first, then blobs, then deltas; returns the errors (file: message). */
-  def apply(store: ToolStore, plan: CleanupPlan): Seq[String] = {
-    val errors = Seq.newBuilder[String]
-    def del(name: String)(body: => Unit): Unit =
-      try body
-      catch { case e: Exception => errors += s"${store.locate(name)}: ${e.getMessage}" }
-    def checkpointFile(d: Deletion) = CheckpointId.parseFileName(d.name).map { case (id, kind) =>
-      CheckpointFile(id, kind)
+  /** Runs `plan`'s decision with [[CleanupSteps]] (zips, then blobs, then deltas); returns the error that
+    * stopped it, if one did (file: message).
+    */
+  def apply(store: ToolStore, plan: CleanupPlan): Seq[String] =
+    plan.decision.toSeq.flatMap { d =>
+      CleanupSteps.run(d, store.files).failure.map { case (file, e) => s"$file: ${e.getMessage}" }
     }
-    plan.zips.foreach(d => del(d.name)(checkpointFile(d).foreach(store.files.deleteCheckpointFile)))
-    plan.blobs.foreach { d =>
-      del(d.name)(store.files.deleteSharedBlob(d.name.stripPrefix(CheckpointFiles.SharedDir + "/")))
-    }
-    plan.deltas.foreach(d => del(d.name)(checkpointFile(d).foreach(store.files.deleteCheckpointFile)))
-    errors.result()
-  }
 }

@@ -3,7 +3,7 @@ package io.lineagestore.tools
 import scala.util.Try
 
 import io.lineagestore.format.SnapshotIndex
-import io.lineagestore.lineage.{CheckpointId, Lineage}
+import io.lineagestore.lineage.{CheckpointId, CommitLogEntry, CommittedLineage, Lineage}
 import io.lineagestore.tools.Json._
 
 /** Read-only report of one store directory against Spark's commit log: every checkpoint file with its lineage

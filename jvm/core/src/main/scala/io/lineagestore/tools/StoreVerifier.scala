@@ -6,7 +6,15 @@ import java.nio.file.Files
 import scala.collection.mutable
 
 import io.lineagestore.format.{CorruptCheckpointFileException, SnapshotFile}
-import io.lineagestore.lineage.{CheckpointId, LineageResolver, LoadBase, LoadPlan}
+import io.lineagestore.lineage.{
+  CheckpointId,
+  CommitLogEntry,
+  LineageException,
+  LineageResolver,
+  LoadBase,
+  LoadPlan
+}
+import io.lineagestore.store.{HashCache, LocalDirectories}
 import io.lineagestore.tools.Json._
 
 /** One problem found by [[StoreVerifier]]: the file (full location) and what is wrong with it, the batches
@@ -103,12 +111,12 @@ object StoreVerifier {
       record(store.locate(id.snapshotFileName), batch) {
         val index = files.readSnapshotIndex(id)
         // blobs restored by an earlier snapshot of this call were verified then: keep them
-        val known = mutable.Map.empty[String, (Long, String)]
+        val known = new HashCache
         index.files.foreach { f =>
           restored
             .get(f.name)
             .filter(r => f.blob.isDefined && r == f)
-            .foreach(r => known(f.name) = (r.size, r.sha256))
+            .foreach(r => known.put(f.name, r.size, r.sha256))
         }
         try {
           val (_, stats) = files.restoreSnapshot(id, scratch, known)
@@ -141,9 +149,10 @@ object StoreVerifier {
             catch { case ex: Exception => Left(ex) }
           plan match {
             case Left(ex) =>
-              val msg = Option(ex.getMessage).getOrElse(ex.toString)
-              val file =
-                DeltaName.findFirstIn(msg).map(store.locate).getOrElse(store.locate(id.deltaFileName))
+              val file = ex match {
+                case l: LineageException => l.file
+                case _                   => store.locate(id.deltaFileName)
+              }
               record(file, e.batchId)(throw ex)
               e -> None
             case Right(p) =>
@@ -163,13 +172,6 @@ object StoreVerifier {
         VerifyProblem(file, err, needers(location).toSeq.sorted, Some(location).filter(_ != file))
       }
       VerifyResult(store.ref, checked, problems, verifiedFiles, verifiedBytes)
-    } finally deleteRecursively(scratch)
-  }
-
-  private val DeltaName = """\d+_[A-Za-z0-9-]+\.delta""".r
-
-  private def deleteRecursively(f: File): Unit = {
-    if (f.isDirectory) Option(f.listFiles()).getOrElse(Array.empty[File]).foreach(deleteRecursively)
-    f.delete()
+    } finally LocalDirectories.deleteRecursively(scratch)
   }
 }

@@ -16,7 +16,7 @@ import io.lineagestore.storage.HadoopBlobStore
   * rewritten per batch, a snapshot frozen every `minDeltas` commits. Prints p50/p95/max of commit and of the
   * freezing commits alone. A measuring tool, not a test:
   * {{{
-  *   dev/sbt "core/Test/runMain io.lineagestore.bench.CommitMicroBench 100000 10000 5 60 [flushAhead=true]"
+  *   dev/sbt "core/Test/runMain io.lineagestore.bench.CommitMicroBench 100000 10000 5 60"
   * }}}
   */
 object CommitMicroBench {
@@ -25,7 +25,6 @@ object CommitMicroBench {
       case a if a.forall(_ > 0) => a
       case _                    => Array(100000, 10000, 5, 60)
     }
-    val flushAhead = args.lift(4).forall(_.toBoolean)
     val tmp = Files.createTempDirectory("ls-commit-bench").toFile
     val pool = Executors.newFixedThreadPool(4)
     val files = new CheckpointFiles(
@@ -37,7 +36,7 @@ object CommitMicroBench {
       new LineageStore(
         files,
         new File(tmp, "local"),
-        StoreSettings(minDeltasForSnapshot = minDeltas, flushAheadOfFreeze = flushAhead)
+        StoreSettings.Default.copy(minDeltasForSnapshot = minDeltas)
       )
     val rnd = new scala.util.Random(1)
     def value() = { val v = new Array[Byte](64); rnd.nextBytes(v); v }
@@ -61,7 +60,6 @@ object CommitMicroBench {
       val all = times.map(_._1)
       val frozen = times.filter(_._2).map(_._1)
       val plain = times.filterNot(_._2).map(_._1)
-      println(s"flushAheadOfFreeze=$flushAhead")
       println(f"commit ms: p50 ${pct(all, 0.5)}%.1f p95 ${pct(all, 0.95)}%.1f max ${all.max}%.1f")
       println(
         f"  freezing commits (${frozen.size}): p50 ${pct(frozen, 0.5)}%.1f; others: p50 ${pct(plain, 0.5)}%.1f"

@@ -49,7 +49,7 @@ object RestoreMicroBench {
       pool,
       io.lineagestore.snapshot.RangedDownload.withPartBytes(partBytes)
     )
-    val settings = StoreSettings(maxPendingBytes = 4L << 30)
+    val settings = StoreSettings.Default.copy(maxPendingBytes = 4L << 30)
     val writer = new LineageStore(files(), new File(tmp, "writer"), settings)
     val rnd = new scala.util.Random(1)
     val head =

@@ -118,11 +118,4 @@ class PlannerSuite extends AnyFunSuite {
     assert(plan.removeLocal.toSet == Set("2.sst", "9.sst"))
     assert(plan.inline.map(_.name) == Seq("MANIFEST-1"))
   }
-
-  test("a blob referenced by any retained snapshot is never unreferenced") {
-    def idx(blobs: String*) =
-      SnapshotIndex(store, c(1), Nil, blobs.map(b => SnapshotFile(s"$b-f.sst", 1, sha('a'), Some(s"$b.sst"))))
-    val gone = SnapshotPlanner.unreferencedBlobs(Seq(idx("a", "b", "c")), Seq(idx("b"), idx("c", "d")))
-    assert(gone == Set("a.sst"))
-  }
 }

@@ -128,8 +128,9 @@ object CrashWorkload {
   val Retain = 3
   private val pool = Executors.newFixedThreadPool(2)
 
+  // snapshots, clean-ups and sweeps every few commits, so that every step is reached in a short workload
   def settings: StoreSettings =
-    StoreSettings(
+    StoreSettings.Default.copy(
       minDeltasForSnapshot = 2,
       minVersionsToRetain = Retain,
       orphanGracePeriodMs = 0,

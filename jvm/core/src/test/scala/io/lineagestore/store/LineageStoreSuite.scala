@@ -16,7 +16,7 @@ import io.lineagestore.storage.HadoopBlobStore
 /** The store against a real RocksDB and a real (local) Hadoop filesystem. */
 class LineageStoreSuite extends AnyFunSuite with StoreFixture {
   override protected def defaultSettings: StoreSettings =
-    StoreSettings(minDeltasForSnapshot = 1000, minVersionsToRetain = 5)
+    StoreSettings.Default.copy(minDeltasForSnapshot = 1000, minVersionsToRetain = 5)
 
   /** A hook that, the first time an upload reaches the step between its blobs and its zip while `armed()`,
     * runs `store().cleanup()` on another thread (as Spark's maintenance may while close() uploads) and
@@ -121,6 +121,36 @@ class LineageStoreSuite extends AnyFunSuite with StoreFixture {
     assert(contents(cold) == contents(s))
   }
 
+  test("a load whose chosen base is cleaned before it is read plans again from what exists now") {
+    val s = newStore()
+    s.load(CheckpointId.Empty)
+    val ids = (1 to 6).map { i =>
+      val id = commitBatch(s, Map(s"k$i" -> s"v$i"))
+      if (i == 2 || i == 4) { s.freezeNow(); s.uploadSnapshots() }
+      id
+    }
+    // snapshot 4's zip is not there yet when the load plans (its upload still in flight elsewhere) ...
+    val zip4 = new File(remote, ids(3).snapshotFileName)
+    val hidden = new File(tmp, "hidden.zip")
+    assert(zip4.renameTo(hidden))
+    // ... and when the load opens snapshot 2, clean-up elsewhere has seen 4 complete and deleted 2 and delta 3
+    val racing = new DelegatingBlobStore(remoteBlobs) {
+      override def open(name: String): java.io.InputStream = {
+        if (name == ids(1).snapshotFileName && hidden.exists()) {
+          assert(hidden.renameTo(zip4))
+          underlying.delete(ids(1).snapshotFileName)
+          underlying.delete(ids(2).deltaFileName)
+        }
+        underlying.open(name)
+      }
+    }
+    val cold = newStore(checkpointFiles = filesOn(racing))
+    val plan = cold.load(ids(5))
+    assert(plan.base == LoadBase.Snapshot(ids(3)) && plan.deltas == Seq(ids(4), ids(5)))
+    assert(cold.counters.loadsReplanned.get == 1)
+    assert(contents(cold) == (1 to 6).map(i => s"k$i" -> s"v$i").toMap)
+  }
+
   test("a corrupt delta fails the load with its name and leaves the committed files intact") {
     val s = newStore()
     s.load(CheckpointId.Empty)
@@ -159,18 +189,21 @@ class LineageStoreSuite extends AnyFunSuite with StoreFixture {
   }
 
   test("the pending-writes bound fails with the configuration key to raise") {
-    val s = newStore(StoreSettings(maxPendingBytes = 1 << 20, maxPendingBytesKey = "the.key"))
+    // a small bound, to reach it with a few thousand rows
+    val s = newStore(StoreSettings.Default.copy(maxPendingBytes = 1 << 20))
     s.load(CheckpointId.Empty)
     val e = intercept[PendingWritesLimitException] {
       (1 to 10000).foreach(i => s.put(D, b(s"k$i"), new Array[Byte](200)))
     }
-    assert(e.getMessage.contains("the.key"))
+    assert(e.getMessage.contains("spark.sql.streaming.stateStore.lineagestore.maxPendingBytes"))
     s.abort()
   }
 
   test("clean-up keeps every retained version loadable and deletes the rest, with losers after the window") {
     val s =
-      newStore(StoreSettings(minDeltasForSnapshot = 4, minVersionsToRetain = 3, orphanGracePeriodMs = 0))
+      newStore(
+        StoreSettings.Default.copy(minDeltasForSnapshot = 4, minVersionsToRetain = 3, orphanGracePeriodMs = 0)
+      )
     s.load(CheckpointId.Empty)
     var ids = Vector.empty[CheckpointId]
     for (i <- 1 to 14) {
@@ -205,7 +238,11 @@ class LineageStoreSuite extends AnyFunSuite with StoreFixture {
     // between the upload's blobs and its zip, clean-up (with an orphan sweep and a zero grace period) runs
     val midUpload = new CleanupMidUpload(() => store)
     val settings =
-      StoreSettings(minDeltasForSnapshot = 1000, minVersionsToRetain = 2, orphanGracePeriodMs = 0)
+      StoreSettings.Default.copy(
+        minDeltasForSnapshot = 1000,
+        minVersionsToRetain = 2,
+        orphanGracePeriodMs = 0
+      )
     store = newStore(settings, crash = midUpload)
     store.load(CheckpointId.Empty)
     var last = CheckpointId.Empty
@@ -232,7 +269,11 @@ class LineageStoreSuite extends AnyFunSuite with StoreFixture {
     @volatile var armed = false
     val midUpload = new CleanupMidUpload(() => store, () => armed)
     val settings =
-      StoreSettings(minDeltasForSnapshot = 1000, minVersionsToRetain = 2, orphanGracePeriodMs = 0)
+      StoreSettings.Default.copy(
+        minDeltasForSnapshot = 1000,
+        minVersionsToRetain = 2,
+        orphanGracePeriodMs = 0
+      )
     store = newStore(settings, counted, midUpload)
     store.load(CheckpointId.Empty)
     def batch(i: Int, snapshot: Boolean): CheckpointId = {
@@ -263,7 +304,11 @@ class LineageStoreSuite extends AnyFunSuite with StoreFixture {
     // Snapshots at versions 2 and 10 only; between them enough flushes for RocksDB to compact the SST files
     // of snapshot 2 away, so snapshot 10 no longer references all of them.
     val settings =
-      StoreSettings(minDeltasForSnapshot = 1000, minVersionsToRetain = 9, orphanGracePeriodMs = 0)
+      StoreSettings.Default.copy(
+        minDeltasForSnapshot = 1000,
+        minVersionsToRetain = 9,
+        orphanGracePeriodMs = 0
+      )
     val a = newStore(settings)
     a.load(CheckpointId.Empty)
     var ids = Vector.empty[CheckpointId]
@@ -309,7 +354,7 @@ class LineageStoreSuite extends AnyFunSuite with StoreFixture {
     s.load(CheckpointId.Empty)
     val v1 = commitBatch(s, Map("a" -> "1"))
     val foreign = new CheckpointFiles(remoteBlobs, StoreIdentity(0, 1, "default"), pool)
-    val other = newStore(StoreSettings(), foreign)
+    val other = newStore(StoreSettings.Default, foreign)
     val e = intercept[CorruptCheckpointFileException](other.load(v1))
     assert(e.getMessage.contains("partition 0"))
   }

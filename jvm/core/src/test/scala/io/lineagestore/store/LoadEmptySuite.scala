@@ -11,7 +11,7 @@ import io.lineagestore.lineage.{CheckpointId, LoadBase}
   */
 class LoadEmptySuite extends AnyFunSuite with StoreFixture {
   override protected def defaultSettings: StoreSettings =
-    StoreSettings(minDeltasForSnapshot = 2, minVersionsToRetain = 3)
+    StoreSettings.Default.copy(minDeltasForSnapshot = 2, minVersionsToRetain = 3)
 
   /** Old lineage 1..5 with a snapshot at 4 and key "stale"; then loadEmpty(5) + commit: version 6. */
   private def repartitioned(): (LineageStore, Seq[CheckpointId], CheckpointId) = {
@@ -79,7 +79,10 @@ class LoadEmptySuite extends AnyFunSuite with StoreFixture {
     val (s, olds, fresh) = repartitioned()
     s.uploadSnapshots()
     val runner =
-      newStore(StoreSettings(minDeltasForSnapshot = 1000, minVersionsToRetain = 3, orphanGracePeriodMs = 0))
+      newStore(
+        StoreSettings.Default
+          .copy(minDeltasForSnapshot = 1000, minVersionsToRetain = 3, orphanGracePeriodMs = 0)
+      )
     runner.load(fresh)
     val v7 = commitBatch(runner, Map("a" -> "1"))
     runner.load(v7)

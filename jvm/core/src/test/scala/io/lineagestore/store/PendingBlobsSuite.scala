@@ -6,6 +6,7 @@ import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
 import org.scalatest.funsuite.AnyFunSuite
 
+import io.lineagestore.format.SnapshotZip
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.storage.HadoopBlobStore
 
@@ -14,7 +15,7 @@ import io.lineagestore.storage.HadoopBlobStore
   */
 class PendingBlobsSuite extends AnyFunSuite with StoreFixture {
   override protected def defaultSettings: StoreSettings =
-    StoreSettings(minDeltasForSnapshot = 1000, minVersionsToRetain = 5)
+    StoreSettings.Default.copy(minDeltasForSnapshot = 1000, minVersionsToRetain = 5)
 
   /** Blob store whose next zip write fails after the body ran, as when the connection drops mid-PUT. */
   private final class FailNextZip extends HadoopBlobStore(new Path(remote.toURI), new Configuration()) {
@@ -69,7 +70,7 @@ class PendingBlobsSuite extends AnyFunSuite with StoreFixture {
   }
 
   private def shared: Set[String] =
-    Option(new java.io.File(remote, CheckpointFiles.SharedDir).list())
+    Option(new java.io.File(remote, SnapshotZip.SharedDir).list())
       .map(_.toSet)
       .getOrElse(Set.empty)
       .filter(_.endsWith(".sst"))
@@ -77,7 +78,7 @@ class PendingBlobsSuite extends AnyFunSuite with StoreFixture {
   test("a failed upload's blobs stay pending until the orphan sweep deletes them past the grace period") {
     val (store, leftovers, head) = storeWithLeftovers(graceMs = 0)
     val deleted = store.cleanup() // the first clean-up sweeps
-    assert(leftovers.map(CheckpointFiles.sharedPath).subsetOf(deleted.toSet), deleted)
+    assert(leftovers.map(SnapshotZip.sharedPath).subsetOf(deleted.toSet), deleted)
     assert(store.pendingBlobs.count == 0)
     assert((shared & leftovers).isEmpty)
     val fresh = newStore()
@@ -88,7 +89,7 @@ class PendingBlobsSuite extends AnyFunSuite with StoreFixture {
   test("inside the grace period the sweep keeps unreferenced blobs and counts them as pending") {
     val (store, leftovers, _) = storeWithLeftovers(graceMs = 60L * 60 * 1000)
     val deleted = store.cleanup()
-    assert(!deleted.exists(_.startsWith(CheckpointFiles.SharedDir)), deleted)
+    assert(!deleted.exists(_.startsWith(SnapshotZip.SharedDir)), deleted)
     assert(leftovers.subsetOf(shared))
     assert(store.pendingBlobs.count == leftovers.size)
   }

@@ -11,6 +11,7 @@ import org.apache.hadoop.fs.Path
 import org.scalatest.BeforeAndAfterEach
 import org.scalatest.funsuite.AnyFunSuite
 
+import io.lineagestore.format.{SnapshotZip, Hex}
 import io.lineagestore.format.{CorruptCheckpointFileException, SnapshotIndex, StoreIdentity}
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.snapshot.RangedDownload
@@ -36,7 +37,11 @@ class RangedDownloadSuite extends AnyFunSuite with BeforeAndAfterEach {
     ranged
   )
   private def store(ranged: RangedDownload = small) =
-    new LineageStore(files(ranged), Files.createTempDirectory(tmp.toPath, "local").toFile, StoreSettings())
+    new LineageStore(
+      files(ranged),
+      Files.createTempDirectory(tmp.toPath, "local").toFile,
+      StoreSettings.Default
+    )
   private def contents(s: LineageStore): Map[String, String] = {
     val it = s.scan(D, Array.emptyByteArray, null)
     try it.map { case (k, v) => new String(k, UTF_8) -> new String(v, UTF_8) }.toMap
@@ -61,7 +66,7 @@ class RangedDownloadSuite extends AnyFunSuite with BeforeAndAfterEach {
 
   private def largestBlob(head: CheckpointId): (File, Long) = {
     val f = files(small).readSnapshotIndex(head).files.filter(_.blob.isDefined).maxBy(_.size)
-    (new File(new File(tmp, "remote"), CheckpointFiles.sharedPath(f.blob.get)), f.size)
+    (new File(new File(tmp, "remote"), SnapshotZip.sharedPath(f.blob.get)), f.size)
   }
 
   test("ranges: none below the threshold or within one part; otherwise contiguous parts covering the file") {
@@ -171,7 +176,7 @@ class RangedDownloadSuite extends AnyFunSuite with BeforeAndAfterEach {
     val index = files(small).readSnapshotIndex(next)
     val reused =
       index.files.find(_.blob.exists(b => blob.getName == b)).getOrElse(fail(s"$blob is not reused"))
-    assert(reused.crc32c.contains(SnapshotIndex.crc32cHex({ val c = new CRC32C; c.update(good); c })))
+    assert(reused.crc32c.contains(Hex.crc32c({ val c = new CRC32C; c.update(good); c })))
     assert(index.files.forall(_.crc32c.isDefined))
 
     flipByte(blob, size / 3)

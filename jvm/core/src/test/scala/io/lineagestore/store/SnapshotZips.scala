@@ -1,5 +1,6 @@
 package io.lineagestore.store
 
+import io.lineagestore.format.SnapshotZip
 import java.io.{File, FileInputStream, FileOutputStream}
 import java.nio.charset.StandardCharsets.UTF_8
 import java.nio.file.Files
@@ -24,7 +25,7 @@ object SnapshotZips {
           .map(e => e.getName -> in.readAllBytes())
           .toList
       finally in.close()
-    require(entries.headOption.exists(_._1 == CheckpointFiles.IndexEntry), s"$zip does not start with INDEX")
+    require(entries.headOption.exists(_._1 == SnapshotZip.IndexEntry), s"$zip does not start with INDEX")
     val body =
       edit(new String(entries.head._2, UTF_8).split("\n").toSeq.dropRight(1)).mkString("", "\n", "\n")
     val crc = new CRC32C
@@ -32,7 +33,7 @@ object SnapshotZips {
     val index = (body + f"end ${crc.getValue}%08x\n").getBytes(UTF_8)
     val out = new ZipOutputStream(new FileOutputStream(zip))
     try
-      ((CheckpointFiles.IndexEntry -> index) :: entries.tail).foreach { case (name, bytes) =>
+      ((SnapshotZip.IndexEntry -> index) :: entries.tail).foreach { case (name, bytes) =>
         out.putNextEntry(new ZipEntry(name))
         out.write(bytes)
         out.closeEntry()

@@ -10,7 +10,9 @@ import org.apache.hadoop.fs.Path
 import org.scalatest.BeforeAndAfterEach
 import org.scalatest.funsuite.AnyFunSuite
 
+import io.lineagestore.format.SnapshotZip
 import io.lineagestore.format.StoreIdentity
+import io.lineagestore.lineage.{CommitLogEntry, CommittedLineage}
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.storage.HadoopBlobStore
 import io.lineagestore.store.{CheckpointFiles, ColumnFamilies, LineageStore, SnapshotZips, StoreSettings}
@@ -37,7 +39,7 @@ class CheckpointToolsSuite extends AnyFunSuite with BeforeAndAfterEach {
       pool
     ),
     Files.createTempDirectory(tmp.toPath, "local").toFile,
-    StoreSettings(minDeltasForSnapshot = 2, minVersionsToRetain = 100)
+    StoreSettings.Default.copy(minDeltasForSnapshot = 2, minVersionsToRetain = 100)
   )
 
   /** Versions 1..6 committed (c1..c6), snapshots at 2, 4 and 6, and a losing attempt x4 with its own
@@ -77,7 +79,7 @@ class CheckpointToolsSuite extends AnyFunSuite with BeforeAndAfterEach {
   private def blobsOf(id: CheckpointId): Set[String] =
     ToolStore.using(ref)(_.files.readSnapshotIndex(id).sharedBlobs)
 
-  private def sharedDir = new File(storeDir, CheckpointFiles.SharedDir)
+  private def sharedDir = new File(storeDir, SnapshotZip.SharedDir)
 
   test("JSON output escapes what needs escaping") {
     val j = Json.obj(

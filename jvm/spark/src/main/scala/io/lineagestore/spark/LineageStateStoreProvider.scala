@@ -19,8 +19,7 @@ import org.apache.spark.sql.execution.streaming.state.lineagestore.{
 import org.apache.spark.sql.types.StructType
 
 import io.lineagestore.config.{InvalidConfigException, LineageConf}
-import io.lineagestore.engine.RocksDbTuning
-import io.lineagestore.format.{DeltaCodec, StoreIdentity}
+import io.lineagestore.format.StoreIdentity
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.snapshot.RangedDownload
 import io.lineagestore.storage.HadoopBlobStore
@@ -107,18 +106,8 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
     )
     val blobs = new HadoopBlobStore(stateStoreId.storeCheckpointLocation(), hadoopConf)
     val identity = StoreIdentity(stateStoreId.operatorId, stateStoreId.partitionId, stateStoreId.storeName)
-    val settings = StoreSettings(
-      minDeltasForSnapshot = math.max(1, storeConfs.minDeltasForSnapshot),
-      minVersionsToRetain = math.max(1, storeConfs.minVersionsToRetain),
-      maxPendingBytes = LineageConf.MaxPendingBytes.from(confs),
-      maxPendingBytesKey = LineageConf.MaxPendingBytes.key,
-      orphanGracePeriodMs = LineageConf.OrphanGracePeriodMs.from(confs),
-      orphanSweepEveryCleanups = LineageConf.OrphanSweepEveryCleanups.from(confs),
-      tuning = RocksDbTuning(LineageConf.MemoryBytes.from(confs), LineageConf.WriteBufferBytes.from(confs)),
-      deltaCodec = DeltaCodec
-        .byName(LineageConf.DeltaCompression.from(confs))
-        .getOrElse(DeltaCodec.Default)
-    )
+    val settings =
+      StoreSettings.from(confs, storeConfs.minDeltasForSnapshot, storeConfs.minVersionsToRetain)
     try
       store = new LineageStore(
         new CheckpointFiles(
@@ -280,14 +269,10 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
         )
       )
     val enc = encodersFor(cfName)
-    val prefix = io.lineagestore.store.ColumnFamilies.prefix(cfId)
-    val changes = store.changes(store.loadedCheckpoint.get, math.max(1L, startVersion)).collect {
-      case (id, k, v) if k.length >= 2 && k(0) == prefix(0) && k(1) == prefix(1) =>
-        val key = enc.decodeKey(io.lineagestore.store.ColumnFamilies.userKey(k)).copy()
-        val value = if (v == null) null else enc.decodeValue(v).copy()
-        (v == null, key, value, id.version - 1)
+    store.changes(store.loadedCheckpoint.get, math.max(1L, startVersion), cfId).map { case (id, k, v) =>
+      val value = if (v == null) null else enc.decodeValue(v).copy()
+      (v == null, enc.decodeKey(k).copy(), value, id.version - 1)
     }
-    changes
   }
 
   private[spark] def onCommitted(id: CheckpointId): Unit =

@@ -1,11 +1,9 @@
-package io.lineagestore.store
+package io.lineagestore.format
 
 import java.io.{File, FileInputStream, InputStream}
 import java.nio.ByteBuffer
 import java.security.MessageDigest
 import java.util.zip.CRC32C
-
-import io.lineagestore.format.{SnapshotFile, SnapshotIndex}
 
 /** Checks the bytes of one downloaded snapshot file against its index entry as they stream by: their count,
   * and their CRC32C where the index records one (schema 2), else their SHA-256 (schema 1). The CRC32C is
@@ -13,7 +11,7 @@ import io.lineagestore.format.{SnapshotFile, SnapshotIndex}
   * intrinsic, which a restarted executor restoring its state has not (docs/benchmarks.md). `sha256Too` checks
   * the SHA-256 as well (the `verify` tool: the content identity itself, not only its transfer).
   */
-private[store] final class DownloadCheck(f: SnapshotFile, sha256Too: Boolean = false) {
+private[lineagestore] final class DownloadCheck(f: SnapshotFile, sha256Too: Boolean = false) {
   private val crc = f.crc32c.map(_ => new CRC32C)
   private val sha = if (crc.isEmpty || sha256Too) Some(MessageDigest.getInstance("SHA-256")) else None
   private var bytes = 0L
@@ -35,14 +33,14 @@ private[store] final class DownloadCheck(f: SnapshotFile, sha256Too: Boolean = f
   /** True when the count and the checksum match the index; call once, after the last byte. */
   def matches: Boolean =
     bytes == f.size &&
-      crc.forall(c => f.crc32c.contains(SnapshotIndex.crc32cHex(c))) &&
-      sha.forall(d => CheckpointFiles.hex(d.digest()) == f.sha256)
+      crc.forall(c => f.crc32c.contains(Hex.crc32c(c))) &&
+      sha.forall(d => Hex.of(d.digest()) == f.sha256)
 
   def checksumName: String = (crc.map(_ => "CRC32C") ++ sha.map(_ => "SHA-256")).mkString(" and ")
 }
 
 /** SHA-256 (content identity) and CRC32C (download check) of bytes written to a snapshot, in one pass. */
-private[store] final class ContentHashes {
+private[lineagestore] final class ContentHashes {
   private val sha = MessageDigest.getInstance("SHA-256")
   private val crc = new CRC32C
 
@@ -51,11 +49,11 @@ private[store] final class ContentHashes {
     crc.update(b, off, len)
   }
 
-  def sha256: String = CheckpointFiles.hex(sha.digest())
-  def crc32c: String = SnapshotIndex.crc32cHex(crc)
+  def sha256: String = Hex.of(sha.digest())
+  def crc32c: String = Hex.crc32c(crc)
 }
 
-private[store] object ContentHashes {
+private[lineagestore] object ContentHashes {
   def of(f: File): ContentHashes = {
     val h = new ContentHashes
     eachChunk(f)((buf, n) => h.update(buf, 0, n))
@@ -65,13 +63,13 @@ private[store] object ContentHashes {
   def sha256Of(f: File): String = {
     val sha = MessageDigest.getInstance("SHA-256")
     eachChunk(f)((buf, n) => sha.update(buf, 0, n))
-    CheckpointFiles.hex(sha.digest())
+    Hex.of(sha.digest())
   }
 
   def crc32cOf(f: File): String = {
     val crc = new CRC32C
     eachChunk(f)((buf, n) => crc.update(buf, 0, n))
-    SnapshotIndex.crc32cHex(crc)
+    Hex.crc32c(crc)
   }
 
   private def eachChunk(f: File)(use: (Array[Byte], Int) => Unit): Unit = {
@@ -89,4 +87,17 @@ private[store] object ContentHashes {
       n = in.read(buf)
     }
   }
+}
+
+/** The hexadecimal forms the format writes: lower-case, two digits a byte; CRC32C as 8 digits. */
+object Hex {
+  def of(bytes: Array[Byte]): String = {
+    val out = new StringBuilder(bytes.length * 2)
+    bytes.foreach(b => out.append(Digits((b >> 4) & 0xf)).append(Digits(b & 0xf)))
+    out.toString
+  }
+
+  def crc32c(c: CRC32C): String = f"${c.getValue}%08x"
+
+  private val Digits = "0123456789abcdef"
 }

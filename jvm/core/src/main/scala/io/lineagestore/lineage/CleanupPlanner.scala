@@ -1,0 +1,155 @@
+package io.lineagestore.lineage
+
+/** A shared blob as a listing of the shared area shows it. */
+final case class SharedBlob(name: String, size: Long, modifiedMs: Long)
+
+/** Why clean-up deletes a shared blob. */
+sealed trait BlobVerdict
+object BlobVerdict {
+
+  /** Every snapshot that referenced it is deleted by the same clean-up. */
+  final case class OfDeletedSnapshots(snapshots: Seq[CheckpointId]) extends BlobVerdict
+
+  /** No snapshot references it and it is older than the grace period: a crash leftover. */
+  final case class Orphan(ageMs: Long) extends BlobVerdict
+}
+
+/** Why clean-up deletes nothing at all. */
+sealed trait CleanupRefusal
+object CleanupRefusal {
+
+  /** No committed checkpoint of the store is known yet. */
+  case object NoHead extends CleanupRefusal
+
+  /** Spark's commit log and the delta headers disagree on the committed lineage. */
+  final case class Inconsistent(conflicts: Seq[String]) extends CleanupRefusal
+
+  /** A listing of the store does not show the newest committed checkpoint. */
+  final case class HeadMissing(head: CheckpointId) extends CleanupRefusal
+}
+
+/** What one clean-up of one store may know, gathered by its caller.
+  *
+  * @param lineage
+  *   the committed lineage as known, extended down to what retention needs ([[CleanupPlanner.knowsEnough]])
+  * @param existing
+  *   checkpoint files known to exist
+  * @param existingIsListing
+  *   `existing` comes from listing the store, so the head's files must be in it
+  * @param sharedListing
+  *   the shared area as listed, when it was (the tools; the provider's orphan sweep); None: only the blobs of
+  *   deleted snapshots are candidates
+  * @param mayDeleteBlobs
+  *   false while a snapshot upload of this store is in flight in this process: its new blobs are referenced
+  *   by no zip yet. Expired snapshots then stay too (their indexes say which blobs they leave unreferenced).
+  */
+final case class CleanupInput(
+    lineage: CommittedLineage,
+    existing: Seq[CheckpointFile],
+    existingIsListing: Boolean,
+    minVersionsToRetain: Int,
+    sharedListing: Option[Seq[SharedBlob]],
+    mayDeleteBlobs: Boolean,
+    nowMs: Long,
+    graceMs: Long
+)
+
+/** The deletions of one clean-up, in the order they must run (see [[CleanupPlanner]]). `blobsDecided` is
+  * false when a retained snapshot's index could not be read: then no blob is deleted this time.
+  */
+final case class CleanupDecision(
+    refused: Option[CleanupRefusal],
+    retention: Option[RetentionPlan],
+    zips: Seq[CheckpointFile],
+    blobs: Seq[(String, BlobVerdict)],
+    deltas: Seq[CheckpointFile],
+    youngOrphans: Seq[SharedBlob],
+    blobsDecided: Boolean,
+    warnings: Seq[String]
+) {
+  def isEmpty: Boolean = zips.isEmpty && blobs.isEmpty && deltas.isEmpty
+}
+
+/** The one clean-up decision, used by the provider's maintenance and by `lineagestore gc`; pure (it reads
+  * snapshot indexes only through the function it is given). The steps, in this order:
+  *   1. zips of snapshots the retention window no longer needs ([[RetentionPlanner]]);
+  *   1. shared blobs that only those snapshots referenced, and, when the shared area was listed, blobs no
+  *      remaining snapshot references that are older than the grace period (a younger one may belong to an
+  *      upload in flight in another process);
+  *   1. deltas the retention window no longer needs.
+  * Zips go first: a crash part-way then leaves at most unreferenced blobs, which a later listing finds. A
+  * retained snapshot whose index cannot be read may reference any blob: no blob is deleted then (zips and
+  * deltas still are).
+  */
+object CleanupPlanner {
+
+  /** Whether `lineage` reaches far enough down for retention to decide: to a committed snapshot at or below
+    * the oldest retained version (below it nothing else is needed). The walk ends by itself at version 1 and
+    * at a fresh start.
+    */
+  def knowsEnough(
+      lineage: CommittedLineage,
+      minVersionsToRetain: Int,
+      snapshots: Set[CheckpointId]
+  ): Boolean =
+    lineage.head.forall { head =>
+      val oldestRetained = math.max(1L, head.version - minVersionsToRetain + 1)
+      lineage.committed.exists { case (v, id) => v <= oldestRetained && snapshots(CheckpointId(v, id)) }
+    }
+
+  /** @param blobsOf
+    *   the shared blobs snapshot `id` references, read from its index, or why the index cannot be read
+    */
+  def decide(input: CleanupInput, blobsOf: CheckpointId => Either[String, Set[String]]): CleanupDecision = {
+    val lineage = input.lineage
+    def refuse(why: CleanupRefusal) =
+      CleanupDecision(Some(why), None, Nil, Nil, Nil, Nil, blobsDecided = false, Nil)
+    val head = lineage.head.getOrElse(return refuse(CleanupRefusal.NoHead))
+    if (lineage.conflicts.nonEmpty) return refuse(CleanupRefusal.Inconsistent(lineage.conflicts))
+    if (input.existingIsListing && !input.existing.exists(_.id == head))
+      return refuse(CleanupRefusal.HeadMissing(head))
+
+    val plan =
+      RetentionPlanner.plan(
+        head,
+        lineage.committed,
+        input.existing,
+        input.minVersionsToRetain,
+        lineage.freshStart
+      )
+    val (expiredZips, deltas) = plan.delete.partition(_.kind == CheckpointId.Snapshot)
+    val zips = if (input.mayDeleteBlobs) expiredZips else Nil
+    val warnings = Seq.newBuilder[String] ++= lineage.errors
+    val dropped = zips.map(f => f.id -> blobsOf(f.id))
+    dropped.collect { case (id, Left(err)) =>
+      warnings += s"cannot read ${id.snapshotFileName} before deleting it ($err): its blobs are left to the " +
+        "orphan sweep"
+    }
+    val retained = plan.retainedSnapshots.map(blobsOf)
+    val unreadable = retained.collect { case Left(err) => err }
+    warnings ++= unreadable.map(err => s"no shared blob is deleted: a retained snapshot is unreadable ($err)")
+    val blobsDecided = input.mayDeleteBlobs && unreadable.isEmpty
+
+    val (blobs, young) =
+      if (!blobsDecided) (Nil, Nil)
+      else {
+        val referenced = retained.collect { case Right(b) => b }.flatten.toSet
+        val listed = input.sharedListing.map(_.map(b => b.name -> b).toMap)
+        val byDropped = dropped
+          .collect { case (id, Right(bs)) => bs.toSeq.map(_ -> id) }
+          .flatten
+          .filterNot { case (b, _) => referenced(b) || listed.exists(!_.contains(b)) }
+          .groupBy(_._1)
+          .map { case (b, xs) => b -> xs.map(_._2).sortBy(_.version) }
+        val orphans =
+          input.sharedListing.getOrElse(Nil).filter(b => !referenced(b.name) && !byDropped.contains(b.name))
+        val (old, recent) = orphans.partition(_.modifiedMs < input.nowMs - input.graceMs)
+        val ofDropped =
+          byDropped.toSeq.sortBy(_._1).map { case (b, ids) => b -> BlobVerdict.OfDeletedSnapshots(ids) }
+        val expired =
+          old.sortBy(_.name).map(b => b.name -> BlobVerdict.Orphan(math.max(0L, input.nowMs - b.modifiedMs)))
+        (ofDropped ++ expired, recent.sortBy(_.name))
+      }
+    CleanupDecision(None, Some(plan), zips, blobs, deltas, young, blobsDecided, warnings.result())
+  }
+}
