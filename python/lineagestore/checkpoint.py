@@ -115,6 +115,7 @@ class Checkpoint:
     partitions: dict[int, int]  # operator id -> number of partitions
     stores: list[Store]
     notes: list[str] = field(default_factory=list)
+    operator_names: dict[int, str] = field(default_factory=dict)  # operator id -> Spark's name, if recorded
 
     def rel(self, uri: str) -> str:
         return uri[len(self.uri) :].lstrip("/") if uri.startswith(self.uri) else uri
@@ -186,6 +187,7 @@ def load(tools: JvmTools, path: str) -> Checkpoint:
         )
 
     operators: dict[int, list[str]] = {}
+    operator_names: dict[int, str] = {}
     partitions: dict[int, int] = {}
     stores: list[Store] = []
     for op in op_ids:
@@ -195,7 +197,9 @@ def load(tools: JvmTools, path: str) -> Checkpoint:
         )
         per_batch = [ids_by_batch[b].get(str(op)) for b in batches]
         widths = {len(p) for ids in per_batch if ids for p in ids if p is not None}
-        names_ = _store_names(tools, op_uri, widths, listed_parts, notes)
+        names_, spark_name = _store_names(tools, op_uri, widths, listed_parts, notes)
+        if spark_name:
+            operator_names[op] = spark_name
         n_parts = max([len(ids) for ids in per_batch if ids] + [len(listed_parts)])
         operators[op] = names_
         partitions[op] = n_parts
@@ -207,15 +211,18 @@ def load(tools: JvmTools, path: str) -> Checkpoint:
                     if ids and part < len(ids) and ids[part] is not None and idx < len(ids[part]):
                         store.commits.append((b, b + 1, ids[part][idx]))
                 stores.append(store)
-    return Checkpoint(uri, path, query_id, batches, uncommitted, operators, partitions, stores, notes)
+    return Checkpoint(
+        uri, path, query_id, batches, uncommitted, operators, partitions, stores, notes, operator_names
+    )
 
 
 def _store_names(
     tools: JvmTools, op_uri: str, widths: set[int], listed_parts: list[int], notes: list[str]
-) -> list[str]:
-    """Store names of an operator, in the order Spark lists their unique IDs in the commit log: from the
-    operator's state metadata (``_metadata/metadata``, or the newest ``_metadata/v2/<batch>``), else from
-    what the commit log's shape implies."""
+) -> tuple[list[str], str | None]:
+    """Store names of an operator, in the order Spark lists their unique IDs in the commit log, and Spark's
+    name of the operator (``operatorInfo.operatorName``, None when not recorded): from the operator's state
+    metadata (``_metadata/metadata``, or the newest ``_metadata/v2/<batch>``), else the names from what the
+    commit log's shape implies."""
     candidates = [f"{op_uri}/_metadata/metadata"]
     v2 = _batch_ids(tools.list(f"{op_uri}/_metadata/v2"))
     if v2:
@@ -226,16 +233,17 @@ def _store_names(
         try:
             meta = _read_json_log(tools, meta_uri, meta_uri)
             names = [s["storeName"] for s in meta.get("stateStoreInfo", [])]
-        except (CheckpointError, KeyError, TypeError):
+            spark_name = (meta.get("operatorInfo") or {}).get("operatorName")
+        except (CheckpointError, KeyError, TypeError, AttributeError):
             notes.append(f"{meta_uri} is unreadable; store names guessed from the commit log")
             continue
         if names and (not widths or widths == {len(names)}):
-            return names
+            return names, spark_name
     width = max(widths) if widths else 1
     if width == 1:
-        return [DEFAULT_STORE]
+        return [DEFAULT_STORE], None
     if width == len(JOIN_STORES):
-        return list(JOIN_STORES)
+        return list(JOIN_STORES), None
     # unknown operator: name the sub-directories of the first partition, sorted
     if listed_parts:
         subdirs = sorted(
@@ -244,13 +252,36 @@ def _store_names(
             if e["dir"] and not e["name"].startswith(("_", ".")) and e["name"] != "shared"
         )
         if len(subdirs) == width:
-            return subdirs
+            return subdirs, None
     raise CheckpointError(
         f"cannot tell the {width} store names of operator {op_uri}: no readable state metadata"
     )
 
 
 # ---- inspect ----------------------------------------------------------------------------------------------
+
+# Spark 4.3's StateStoreWriter.shortName of each stateful operator (recorded in the state metadata as
+# operatorInfo.operatorName) -> what a user wrote. Names not listed here are shown as Spark records them.
+OPERATOR_KINDS = {
+    "stateStoreSave": "aggregation",
+    "sessionWindowStateStoreSaveExec": "session window aggregation",
+    "dedupe": "dropDuplicates",
+    "dedupeWithinWatermark": "dropDuplicatesWithinWatermark",
+    "symmetricHashJoin": "stream-stream join",
+    "flatMapGroupsWithState": "flatMapGroupsWithState",
+    "applyInPandasWithState": "applyInPandasWithState",
+    "transformWithStateExec": "transformWithState",
+    "transformWithStateInPySparkExec": "transformWithStateInPandas",
+    "globalLimit": "streaming limit",
+}
+
+
+def operator_kind(spark_name: str | None) -> str | None:
+    """What an operator is, from Spark's recorded name; None when the checkpoint has no state metadata."""
+    if not spark_name:
+        return None
+    return OPERATOR_KINDS.get(spark_name, spark_name)
+
 
 TOTAL_KEYS = (
     "deltas",
@@ -283,6 +314,8 @@ def inspect(tools: JvmTools, cp: Checkpoint, progress: Progress = NO_PROGRESS) -
     progress.finish()
     totals = {k: sum(r["totals"][k] for r in reports) for k in TOTAL_KEYS}
     return {
+        # damage seen on the way, one entry per finding: the summary and the exit code (1) come from here
+        "problems": inspect_problems(reports),
         "checkpoint": cp.display,
         "uri": cp.uri,
         "queryId": cp.query_id,
@@ -293,13 +326,40 @@ def inspect(tools: JvmTools, cp: Checkpoint, progress: Progress = NO_PROGRESS) -
             "uncommitted": cp.uncommitted,
         },
         "operators": [
-            {"operatorId": op, "storeNames": names, "partitions": cp.partitions[op]}
+            {
+                "operatorId": op,
+                "storeNames": names,
+                "partitions": cp.partitions[op],
+                "operatorName": cp.operator_names.get(op),
+                "kind": operator_kind(cp.operator_names.get(op)),
+            }
             for op, names in cp.operators.items()
         ],
         "stores": reports,
         "totals": totals,
         "notes": cp.notes,
     }
+
+
+def inspect_problems(reports: list[dict]) -> list[dict]:
+    """Unreadable files, commit-log/lineage conflicts and snapshots whose blobs are gone, per store."""
+    out = []
+    for r in reports:
+        for msg in r["errors"]:
+            out.append({"store": r["path"], "kind": "error", "message": msg})
+        for msg in r["conflicts"]:
+            out.append({"store": r["path"], "kind": "conflict", "message": msg})
+        for snap in r["snapshots"]:
+            if snap.get("missingBlobs"):
+                zip_name = f"{snap['version']}_{snap['uniqueId']}.zip"
+                out.append(
+                    {
+                        "store": r["path"],
+                        "kind": "missing blobs",
+                        "message": f"{zip_name} references missing blobs: " + ", ".join(snap["missingBlobs"]),
+                    }
+                )
+    return out
 
 
 # ---- verify -----------------------------------------------------------------------------------------------

@@ -26,7 +26,8 @@ EXIT_ENVIRONMENT = 4
 EXIT_CODES = f"""\
 exit codes:
   {EXIT_OK}  success (verify: every checked checkpoint loads and every file checks out)
-  {EXIT_PROBLEMS}  the command ran and found problems or could not finish: verify found damaged or missing files,
+  {EXIT_PROBLEMS}  the command ran and found problems or could not finish: inspect or verify found damaged or
+     missing files (or a conflict between the commit log and the lineage),
      gc --apply could not delete some files, a step of clone failed
   {EXIT_USAGE}  wrong command line
   {EXIT_BAD_CHECKPOINT}  the checkpoint cannot be used as asked: it does not exist, is not a Spark checkpoint, was not
@@ -391,7 +392,7 @@ def _inspect(args: argparse.Namespace, tools: Any, progress: Any) -> int:
         print(json.dumps(report, indent=2))
     else:
         print(render_inspect(report))
-    return EXIT_OK
+    return EXIT_PROBLEMS if report["problems"] else EXIT_OK
 
 
 # ---- verify -----------------------------------------------------------------------------------------------
