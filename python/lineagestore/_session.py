@@ -137,6 +137,20 @@ def _check_format_version(builder: Any) -> None:
     )
 
 
+LISTENERS_KEY = "spark.sql.streaming.streamingQueryListeners"
+# Says at query start when a restarted checkpoint keeps another provider (Spark's notice is a WARN).
+PROVIDER_CHECK_LISTENER = "io.lineagestore.spark.ProviderCheckListener"
+
+
+def _add_listener(builder: Any) -> Any:
+    """Append the provider check to the builder's query listeners, keeping the user's own."""
+    existing = (getattr(builder, "_options", {}) or {}).get(LISTENERS_KEY, "")
+    listeners = [x.strip() for x in str(existing).split(",") if x.strip()]
+    if PROVIDER_CHECK_LISTENER in listeners:
+        return builder
+    return builder.config(LISTENERS_KEY, ",".join([*listeners, PROVIDER_CHECK_LISTENER]))
+
+
 def provided_jar(builder: Any) -> str | None:
     """The lineagestore jar or artifact the session already gets without the bundled jar, if any.
 
@@ -219,6 +233,7 @@ def configure(
     builder = builder.config("spark.sql.streaming.stateStore.providerClass", PROVIDER_CLASS).config(
         FORMAT_VERSION_KEY, "2"
     )
+    builder = _add_listener(builder)
     conf = opts.to_spark_conf()
     for name in settings:  # explicitly given keywords are set even when equal to the default
         spec = names(SPECS)[name]

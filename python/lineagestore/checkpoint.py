@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from lineagestore.checkpoint_jvm import JvmTools
+from lineagestore.checkpoint_spark import foreign_provider, not_lineagestore, operator_kind
 
 DEFAULT_STORE = "default"
 # Spark's stream-stream join keeps four stores per partition, in this order (SymmetricHashJoinStateManager)
@@ -179,12 +180,11 @@ def load(tools: JvmTools, path: str) -> Checkpoint:
     state = tools.list(f"{uri}/state") or []
     op_ids = sorted(int(e["name"]) for e in state if e["dir"] and e["name"].isdigit())
     notes: list[str] = []
+    foreign = foreign_provider(tools, uri, offsets) if op_ids else None
+    if foreign:  # another provider's files (its own format, even with format version 2's unique IDs)
+        raise CheckpointError(foreign)
     if op_ids and batches and not any(ids_by_batch[b] for b in batches):
-        raise CheckpointError(
-            f"{uri}/commits/{batches[-1]} has no stateUniqueIds: this checkpoint was not written with "
-            "spark.sql.streaming.stateStore.checkpointFormatVersion=2 and lineagestore, so it has no lineage "
-            "to inspect (lineagestore.configure sets both)"
-        )
+        raise CheckpointError(not_lineagestore(tools, uri, batches[-1], offsets))
 
     operators: dict[int, list[str]] = {}
     operator_names: dict[int, str] = {}
@@ -259,29 +259,6 @@ def _store_names(
 
 
 # ---- inspect ----------------------------------------------------------------------------------------------
-
-# Spark 4.3's StateStoreWriter.shortName of each stateful operator (recorded in the state metadata as
-# operatorInfo.operatorName) -> what a user wrote. Names not listed here are shown as Spark records them.
-OPERATOR_KINDS = {
-    "stateStoreSave": "aggregation",
-    "sessionWindowStateStoreSaveExec": "session window aggregation",
-    "dedupe": "dropDuplicates",
-    "dedupeWithinWatermark": "dropDuplicatesWithinWatermark",
-    "symmetricHashJoin": "stream-stream join",
-    "flatMapGroupsWithState": "flatMapGroupsWithState",
-    "applyInPandasWithState": "applyInPandasWithState",
-    "transformWithStateExec": "transformWithState",
-    "transformWithStateInPySparkExec": "transformWithStateInPandas",
-    "globalLimit": "streaming limit",
-}
-
-
-def operator_kind(spark_name: str | None) -> str | None:
-    """What an operator is, from Spark's recorded name; None when the checkpoint has no state metadata."""
-    if not spark_name:
-        return None
-    return OPERATOR_KINDS.get(spark_name, spark_name)
-
 
 TOTAL_KEYS = (
     "deltas",
