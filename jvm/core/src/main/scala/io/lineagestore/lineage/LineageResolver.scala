@@ -100,7 +100,8 @@ object LineageResolver {
             s"cannot load checkpoint $target: the delta file ${source.locate(cursor.deltaFileName)} it depends on " +
               "is missing " +
               s"(lineage so far: ${chain.mkString(" <- ")}). The checkpoint directory was damaged or cleaned " +
-              "by hand; restore the missing file or restart the query from an older checkpoint."
+              "by hand; restore the missing file or restart the query from an older checkpoint (step by step: " +
+              "docs/operations.md#restarting-from-an-older-checkpoint)."
           )
       }
       val ancestors = lineage.ancestors
