@@ -350,7 +350,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         # a running SparkSession's JVM is used as it is: only --jars/--packages given here are refused there
         in_session = "refuse" if args.jars or args.packages else "ignore"
-        with connect(hadoop_conf, jars, packages, repositories, in_session) as tools:
+        # inspect reads headers and indexes only: no use for C2-compiled code (see lineagestore._jvm_start)
+        short = args.command == "inspect"
+        with connect(hadoop_conf, jars, packages, repositories, in_session, short) as tools:
             for uri in _uris(args):
                 tools.require_filesystem(to_uri(uri))
             return args.func(args, tools, progress)
