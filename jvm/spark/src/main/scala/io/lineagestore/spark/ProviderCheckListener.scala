@@ -16,7 +16,8 @@ class ProviderCheckListener extends StreamingQueryListener with Logging {
 
   override def onQueryStarted(event: QueryStartedEvent): Unit =
     try {
-      CheckpointProvider.of(event.id).foreach { r =>
+      // only when the session asks for lineagestore: a query deliberately set to another provider is fine
+      CheckpointProvider.of(event.id).filter(_.sessionProvider == ProviderCheckListener.Ours).foreach { r =>
         ProviderCheckListener.message(r.checkpoint, r.batchId, r.providerClass).foreach(m => logError(m))
       }
     } catch {

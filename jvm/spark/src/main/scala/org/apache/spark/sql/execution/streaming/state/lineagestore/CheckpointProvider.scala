@@ -12,10 +12,18 @@ import org.apache.spark.sql.internal.SQLConf
   */
 object CheckpointProvider {
 
-  /** What the newest entry of a query's offset log records, if the query and that entry are there. */
-  final case class Recorded(checkpoint: String, batchId: Long, providerClass: Option[String])
+  /** What the newest entry of a query's offset log records (`providerClass`), beside what the query's session
+    * asks for (`sessionProvider`), if the query and that entry are there.
+    */
+  final case class Recorded(
+      checkpoint: String,
+      batchId: Long,
+      providerClass: Option[String],
+      sessionProvider: String
+  )
 
-  def of(queryId: UUID): Option[Recorded] =
+  def of(queryId: UUID): Option[Recorded] = {
+    val key = SQLConf.STATE_STORE_PROVIDER_CLASS.key
     SparkSession.getActiveSession
       .orElse(SparkSession.getDefaultSession)
       .flatMap(s => Option(s.streams.get(queryId)))
@@ -23,7 +31,8 @@ object CheckpointProvider {
       .flatMap { q =>
         q.offsetLog.getLatest().map { case (batchId, offsets) =>
           val conf = offsets.metadataOpt.map(_.conf).getOrElse(Map.empty[String, String])
-          Recorded(q.resolvedCheckpointRoot, batchId, conf.get(SQLConf.STATE_STORE_PROVIDER_CLASS.key))
+          Recorded(q.resolvedCheckpointRoot, batchId, conf.get(key), q.sparkSession.conf.get(key))
         }
       }
+  }
 }
