@@ -31,8 +31,8 @@ exit codes:
      gc --apply could not delete some files, a step of clone failed
   {EXIT_USAGE}  wrong command line
   {EXIT_BAD_CHECKPOINT}  the checkpoint cannot be used as asked: it does not exist, is not a Spark checkpoint, was not
-     written with lineagestore (checkpoint format version 2), has an unreadable Spark file, or the clone
-     destination is not empty
+     written with lineagestore (its offset log names another provider, or format version 1), has an
+     unreadable Spark file, or the clone destination is not empty
   {EXIT_ENVIRONMENT}  the tools cannot run here: no Java, the bundled jar is missing, an s3a:// checkpoint without
      hadoop-aws and the AWS SDK bundle (the message names the missing classes and the option to add), a
      --packages coordinate Ivy cannot resolve, a LINEAGESTORE_JARS entry that does not exist, matplotlib

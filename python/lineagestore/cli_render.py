@@ -187,6 +187,9 @@ def render_verify(r: dict) -> str:
             if p["batches"]:
                 out.append(f"      needed by batch(es) {_batches(p['batches'])}")
         out.append("result: PROBLEMS FOUND")
+        out.append(
+            f"what to do: {RECOVERY_DOC} (restore the files from a backup, or restart from an older batch)"
+        )
     else:
         out.append("result: OK")
     return "\n".join(out)

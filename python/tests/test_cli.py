@@ -271,6 +271,7 @@ def test_verify_names_a_corrupted_delta(copy, capsys, drop_crc):
     rc, out, _ = run(capsys, "verify", str(copy))
     assert rc == EXIT_PROBLEMS
     assert delta.name in out and "PROBLEMS FOUND" in out and "needed by batch(es) 4" in out
+    assert "what to do: docs/operations.md#restarting-from-an-older-checkpoint" in out
     assert "checksum" in out
 
 
