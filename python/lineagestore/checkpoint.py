@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from lineagestore.checkpoint_jvm import JvmTools
 from lineagestore.checkpoint_spark import foreign_provider, not_lineagestore, operator_kind
+from lineagestore.progress import NO_PROGRESS, Progress  # noqa: F401  (re-exported for the CLI)
 
 DEFAULT_STORE = "default"
 # Spark's stream-stream join keeps four stores per partition, in this order (SymmetricHashJoinStateManager)
@@ -33,57 +33,6 @@ JOIN_STORES = [
 class CheckpointError(Exception):
     """The checkpoint cannot be used as asked (missing, not a checkpoint, unreadable Spark file, a clone
     destination that is not empty). The message names the file and what to do."""
-
-
-# ---- progress ---------------------------------------------------------------------------------------------
-
-
-class Progress:
-    """A one-line progress indicator on stderr (``label 3/8 detail``), redrawn in place; silent when
-    disabled (not a terminal, ``--no-progress``, ``CI=true``)."""
-
-    def __init__(self, enabled: bool, stream: TextIO | None = None):
-        self.enabled = enabled
-        self.stream = stream or sys.stderr
-        self._label = ""
-        self._total = 0
-        self._done = 0
-        self._width = 0
-
-    def start(self, label: str, total: int) -> None:
-        self._label, self._total, self._done = label, total, 0
-        self._draw("")
-
-    def step(self, detail: str = "", n: int = 1) -> None:
-        self._done += n
-        self._draw(detail)
-
-    def note(self, text: str) -> None:
-        if self.enabled:
-            self._clear()
-            self.stream.write(text + "\n")
-            self.stream.flush()
-
-    def finish(self) -> None:
-        if self.enabled and self._width:
-            self._clear()
-
-    def _clear(self) -> None:
-        self.stream.write("\r" + " " * self._width + "\r")
-        self._width = 0
-
-    def _draw(self, detail: str) -> None:
-        if not self.enabled:
-            return
-        pct = f"{100 * self._done // self._total:3d}%" if self._total else ""
-        line = f"{self._label} {self._done}/{self._total} {pct} {detail}"[:110]
-        pad = max(0, self._width - len(line))
-        self.stream.write("\r" + line + " " * pad)
-        self.stream.flush()
-        self._width = len(line)
-
-
-NO_PROGRESS = Progress(False)
 
 
 # ---- the checkpoint as Spark lays it out --------------------------------------------------------------------
