@@ -89,7 +89,15 @@ def test_inspect_and_verify_with_jars(checkpoint):
     report = json.loads(out.stdout)
     assert report["uri"] == uri
     assert report["commitLog"] == {"batches": 3, "first": 0, "last": 2, "uncommitted": []}
-    assert report["operators"] == [{"operatorId": 0, "storeNames": ["default"], "partitions": 2}]
+    assert report["operators"] == [
+        {
+            "operatorId": 0,
+            "storeNames": ["default"],
+            "partitions": 2,
+            "operatorName": "stateStoreSave",  # read from s3a:// too
+            "kind": "aggregation",
+        }
+    ]
     for s in report["stores"]:
         assert [p["version"] for p in s["chosenPath"]] == [3, 2, 1], s
         assert not s["errors"] and not s["conflicts"]

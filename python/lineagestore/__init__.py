@@ -20,6 +20,7 @@ from lineagestore._jar import jar_path  # noqa: E402
 from lineagestore._options_generated import SPARK_VERSION, LineageOptions  # noqa: E402
 from lineagestore._session import (  # noqa: E402
     PROVIDER_CLASS,
+    SparkAlreadyStarted,
     SparkVersionMismatch,
     check_spark_version,
     configure,
@@ -29,6 +30,7 @@ __all__ = [
     "PROVIDER_CLASS",
     "SPARK_VERSION",
     "LineageOptions",
+    "SparkAlreadyStarted",
     "SparkVersionMismatch",
     "__version__",
     "check_spark_version",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lineagestore._options_support import OptionSpec, spark_conf, validate
+from lineagestore._options_support import OptionSpec, known_keywords, spark_conf, validate
 
 PREFIX = "spark.sql.streaming.stateStore.lineagestore."
 # The Spark version the lineagestore-spark jar of this release is built and tested against (build.sbt).
@@ -117,6 +117,7 @@ SPECS: tuple[OptionSpec, ...] = (
 )
 
 
+@known_keywords(SPECS)
 @dataclass(frozen=True)
 class LineageOptions:
     """lineagestore settings, checked when created with the rules the JVM applies.

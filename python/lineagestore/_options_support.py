@@ -14,6 +14,7 @@ that passes here also passes on the executors, and a bad one fails in Python bef
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import re
 from typing import Any, NamedTuple
@@ -116,6 +117,32 @@ def spark_conf(
     return out
 
 
+def unknown_options_error(unknown: list[str], specs: tuple[OptionSpec, ...]) -> TypeError:
+    listing = ", ".join(f"{s.field} ({s.name})" for s in specs)
+    return TypeError(f"unknown lineagestore option(s) {', '.join(unknown)}; known options: {listing}")
+
+
+def known_keywords(specs: tuple[OptionSpec, ...]) -> Any:
+    """Class decorator for ``LineageOptions``: an unknown keyword raises ``TypeError`` listing the known
+    options (as ``configure`` does) instead of the dataclass's bare "unexpected keyword argument"."""
+
+    def wrap(cls: Any) -> Any:
+        init = cls.__init__
+        fields = {s.field for s in specs}
+
+        @functools.wraps(init)
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            unknown = sorted(k for k in kwargs if k not in fields)
+            if unknown:
+                raise unknown_options_error(unknown, specs)
+            init(self, *args, **kwargs)
+
+        cls.__init__ = __init__
+        return cls
+
+    return wrap
+
+
 def names(specs: tuple[OptionSpec, ...]) -> dict[str, OptionSpec]:
     """Every accepted keyword (the snake_case field and the JVM's camelCase name) -> its spec."""
     out = {}
@@ -140,8 +167,7 @@ def merge(options: Any, settings: dict[str, Any]) -> Any:
     known = names(SPECS)
     unknown = sorted(k for k in settings if k not in known)
     if unknown:
-        listing = ", ".join(f"{s.field} ({s.name})" for s in SPECS)
-        raise TypeError(f"unknown lineagestore option(s) {', '.join(unknown)}; known options: {listing}")
+        raise unknown_options_error(unknown, SPECS)
     by_field = {known[k].field: v for k, v in settings.items()}
     if len(by_field) != len(settings):
         raise TypeError(f"an option is given twice (as field and key name): {sorted(settings)}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 import zipfile
 from typing import Any
 
@@ -19,8 +20,15 @@ MAVEN_ARTIFACT = "io.lineagestore:lineagestore-spark_2.13"
 _LINEAGE_JAR = re.compile(r"(^|[/\\:]|io\.lineagestore_)lineagestore-spark_2\.13[-:][^,]*")
 
 
+FORMAT_VERSION_KEY = "spark.sql.streaming.stateStore.checkpointFormatVersion"
+
+
 class SparkVersionMismatch(RuntimeError):
     """The installed pyspark is not the Spark version lineagestore's jar was built for."""
+
+
+class SparkAlreadyStarted(RuntimeError):
+    """A Spark JVM already runs in this process without the lineagestore jar, so ``spark.jars`` cannot add it."""
 
 
 def check_spark_version(installed: str | None = None) -> None:
@@ -68,6 +76,79 @@ def _running_jvm_conf() -> dict[str, str]:
     SparkContext._ensure_initialized()
     conf = SparkContext._jvm.org.apache.spark.SparkConf(True)
     return {k: conf.get(k, "") for k in ("spark.jars", "spark.jars.packages")}
+
+
+def _running_jvm() -> Any:
+    """The py4j view of this process's Spark JVM if one was started (a SparkSession, even a stopped one, or
+    ``spark-submit``/``pyspark``, which start it before Python), else None. Starts nothing."""
+    from pyspark import SparkContext
+
+    if SparkContext._jvm is not None:
+        return SparkContext._jvm
+    if os.environ.get("PYSPARK_GATEWAY_PORT"):
+        SparkContext._ensure_initialized()  # connects to the JVM spark-submit started; starts none
+        return SparkContext._jvm
+    return None
+
+
+def _check_jvm_can_load_provider() -> None:
+    """Refuse when a running JVM cannot load the provider: ``spark.jars`` set now would never reach the
+    driver's class path (it is read when the JVM starts), and the query would die much later with a bare
+    ``io.lineagestore.spark.LineageStateStoreProvider SQLSTATE: XXKST``."""
+    jvm = _running_jvm()
+    if jvm is None:
+        return
+    from py4j.protocol import Py4JError
+
+    try:
+        loader = jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader()
+        jvm.java.lang.Class.forName(PROVIDER_CLASS, False, loader)
+        return  # an earlier configure (or --jars) already put it there
+    except Py4JError:
+        pass
+    jar = jar_path() if _bundled_jar_exists() else "<lineagestore.jar_path()>"
+    raise SparkAlreadyStarted(
+        "lineagestore.configure: a Spark JVM already runs in this process (a SparkSession was created "
+        "before configure, or spark-submit/pyspark started it) and it cannot load "
+        f"{PROVIDER_CLASS}; a jar added to spark.jars now never reaches a running JVM, so streaming queries "
+        "would fail with a bare class-not-found. Call configure before the first getOrCreate() of the "
+        "process: restart the Python process (or notebook kernel) and configure first. Under "
+        f"spark-submit or pyspark, pass the jar at start: --jars {jar} (then configure(builder) adds "
+        "nothing, or use_bundled_jar=False)."
+    )
+
+
+def _check_format_version(builder: Any) -> None:
+    """lineagestore needs checkpoint format version 2 (the unique IDs in the commit log are its lineage)."""
+    options = getattr(builder, "_options", {}) or {}
+    old = options.get(FORMAT_VERSION_KEY)
+    if old is None or str(old).strip() == "2":
+        return
+    if str(old).strip() == "1":
+        raise ValueError(
+            f"{FORMAT_VERSION_KEY}=1 is set on the builder, but lineagestore needs checkpoint format "
+            "version 2 (its lineage is the unique IDs version 2 records in the commit log). Remove that "
+            "setting (configure sets 2), or do not use lineagestore for this session."
+        )
+    warnings.warn(
+        f"lineagestore.configure replaces {FORMAT_VERSION_KEY}={old!r} (set on the builder before "
+        "configure) with 2, the version lineagestore needs",
+        stacklevel=3,
+    )
+
+
+LISTENERS_KEY = "spark.sql.streaming.streamingQueryListeners"
+# Says at query start when a restarted checkpoint keeps another provider (Spark's notice is a WARN).
+PROVIDER_CHECK_LISTENER = "io.lineagestore.spark.ProviderCheckListener"
+
+
+def _add_listener(builder: Any) -> Any:
+    """Append the provider check to the builder's query listeners, keeping the user's own."""
+    existing = (getattr(builder, "_options", {}) or {}).get(LISTENERS_KEY, "")
+    listeners = [x.strip() for x in str(existing).split(",") if x.strip()]
+    if PROVIDER_CHECK_LISTENER in listeners:
+        return builder
+    return builder.config(LISTENERS_KEY, ",".join([*listeners, PROVIDER_CHECK_LISTENER]))
 
 
 def provided_jar(builder: Any) -> str | None:
@@ -121,14 +202,19 @@ def configure(
     jar or artifact; a local jar found that way must record the same Spark version in its manifest.
 
     ``check_version`` (default on) raises ``SparkVersionMismatch`` when the installed pyspark is not the
-    Spark version the jar was built for. Apply ``configure`` before the first ``getOrCreate()`` of the process.
+    Spark version the jar was built for. Apply ``configure`` before the first ``getOrCreate()`` of the process:
+    if a Spark JVM already runs and cannot load the provider, ``SparkAlreadyStarted`` says what to do. A
+    ``checkpointFormatVersion`` set on the builder before is replaced by 2 with a warning naming it, or
+    refused with ``ValueError`` if it is 1.
     """
     opts = merge(options, settings)  # fails on unknown names or bad values before anything is set
     if check_version:
         check_spark_version()
+    _check_format_version(builder)
     if use_bundled_jar is None:
         use_bundled_jar = provided_jar(builder) is None
     if use_bundled_jar:
+        _check_jvm_can_load_provider()
         jars = jar_path()
         # keep the jars already chosen (the builder's, or spark-submit's --jars, which this setting replaces)
         existing = getattr(builder, "_options", {}).get("spark.jars") or _running_jvm_conf().get("spark.jars")
@@ -145,8 +231,9 @@ def configure(
                 f"(or use_bundled_jar=True)"
             )
     builder = builder.config("spark.sql.streaming.stateStore.providerClass", PROVIDER_CLASS).config(
-        "spark.sql.streaming.stateStore.checkpointFormatVersion", "2"
+        FORMAT_VERSION_KEY, "2"
     )
+    builder = _add_listener(builder)
     conf = opts.to_spark_conf()
     for name in settings:  # explicitly given keywords are set even when equal to the default
         spec = names(SPECS)[name]

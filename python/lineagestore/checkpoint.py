@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from lineagestore.checkpoint_jvm import JvmTools
+from lineagestore.checkpoint_spark import foreign_provider, not_lineagestore, operator_kind
+from lineagestore.progress import NO_PROGRESS, Progress  # noqa: F401  (re-exported for the CLI)
 
 DEFAULT_STORE = "default"
 # Spark's stream-stream join keeps four stores per partition, in this order (SymmetricHashJoinStateManager)
@@ -32,57 +33,6 @@ JOIN_STORES = [
 class CheckpointError(Exception):
     """The checkpoint cannot be used as asked (missing, not a checkpoint, unreadable Spark file, a clone
     destination that is not empty). The message names the file and what to do."""
-
-
-# ---- progress ---------------------------------------------------------------------------------------------
-
-
-class Progress:
-    """A one-line progress indicator on stderr (``label 3/8 detail``), redrawn in place; silent when
-    disabled (not a terminal, ``--no-progress``, ``CI=true``)."""
-
-    def __init__(self, enabled: bool, stream: TextIO | None = None):
-        self.enabled = enabled
-        self.stream = stream or sys.stderr
-        self._label = ""
-        self._total = 0
-        self._done = 0
-        self._width = 0
-
-    def start(self, label: str, total: int) -> None:
-        self._label, self._total, self._done = label, total, 0
-        self._draw("")
-
-    def step(self, detail: str = "", n: int = 1) -> None:
-        self._done += n
-        self._draw(detail)
-
-    def note(self, text: str) -> None:
-        if self.enabled:
-            self._clear()
-            self.stream.write(text + "\n")
-            self.stream.flush()
-
-    def finish(self) -> None:
-        if self.enabled and self._width:
-            self._clear()
-
-    def _clear(self) -> None:
-        self.stream.write("\r" + " " * self._width + "\r")
-        self._width = 0
-
-    def _draw(self, detail: str) -> None:
-        if not self.enabled:
-            return
-        pct = f"{100 * self._done // self._total:3d}%" if self._total else ""
-        line = f"{self._label} {self._done}/{self._total} {pct} {detail}"[:110]
-        pad = max(0, self._width - len(line))
-        self.stream.write("\r" + line + " " * pad)
-        self.stream.flush()
-        self._width = len(line)
-
-
-NO_PROGRESS = Progress(False)
 
 
 # ---- the checkpoint as Spark lays it out --------------------------------------------------------------------
@@ -115,6 +65,7 @@ class Checkpoint:
     partitions: dict[int, int]  # operator id -> number of partitions
     stores: list[Store]
     notes: list[str] = field(default_factory=list)
+    operator_names: dict[int, str] = field(default_factory=dict)  # operator id -> Spark's name, if recorded
 
     def rel(self, uri: str) -> str:
         return uri[len(self.uri) :].lstrip("/") if uri.startswith(self.uri) else uri
@@ -178,14 +129,14 @@ def load(tools: JvmTools, path: str) -> Checkpoint:
     state = tools.list(f"{uri}/state") or []
     op_ids = sorted(int(e["name"]) for e in state if e["dir"] and e["name"].isdigit())
     notes: list[str] = []
+    foreign = foreign_provider(tools, uri, offsets) if op_ids else None
+    if foreign:  # another provider's files (its own format, even with format version 2's unique IDs)
+        raise CheckpointError(foreign)
     if op_ids and batches and not any(ids_by_batch[b] for b in batches):
-        raise CheckpointError(
-            f"{uri}/commits/{batches[-1]} has no stateUniqueIds: this checkpoint was not written with "
-            "spark.sql.streaming.stateStore.checkpointFormatVersion=2 and lineagestore, so it has no lineage "
-            "to inspect (lineagestore.configure sets both)"
-        )
+        raise CheckpointError(not_lineagestore(tools, uri, batches[-1], offsets))
 
     operators: dict[int, list[str]] = {}
+    operator_names: dict[int, str] = {}
     partitions: dict[int, int] = {}
     stores: list[Store] = []
     for op in op_ids:
@@ -195,7 +146,9 @@ def load(tools: JvmTools, path: str) -> Checkpoint:
         )
         per_batch = [ids_by_batch[b].get(str(op)) for b in batches]
         widths = {len(p) for ids in per_batch if ids for p in ids if p is not None}
-        names_ = _store_names(tools, op_uri, widths, listed_parts, notes)
+        names_, spark_name = _store_names(tools, op_uri, widths, listed_parts, notes)
+        if spark_name:
+            operator_names[op] = spark_name
         n_parts = max([len(ids) for ids in per_batch if ids] + [len(listed_parts)])
         operators[op] = names_
         partitions[op] = n_parts
@@ -207,15 +160,18 @@ def load(tools: JvmTools, path: str) -> Checkpoint:
                     if ids and part < len(ids) and ids[part] is not None and idx < len(ids[part]):
                         store.commits.append((b, b + 1, ids[part][idx]))
                 stores.append(store)
-    return Checkpoint(uri, path, query_id, batches, uncommitted, operators, partitions, stores, notes)
+    return Checkpoint(
+        uri, path, query_id, batches, uncommitted, operators, partitions, stores, notes, operator_names
+    )
 
 
 def _store_names(
     tools: JvmTools, op_uri: str, widths: set[int], listed_parts: list[int], notes: list[str]
-) -> list[str]:
-    """Store names of an operator, in the order Spark lists their unique IDs in the commit log: from the
-    operator's state metadata (``_metadata/metadata``, or the newest ``_metadata/v2/<batch>``), else from
-    what the commit log's shape implies."""
+) -> tuple[list[str], str | None]:
+    """Store names of an operator, in the order Spark lists their unique IDs in the commit log, and Spark's
+    name of the operator (``operatorInfo.operatorName``, None when not recorded): from the operator's state
+    metadata (``_metadata/metadata``, or the newest ``_metadata/v2/<batch>``), else the names from what the
+    commit log's shape implies."""
     candidates = [f"{op_uri}/_metadata/metadata"]
     v2 = _batch_ids(tools.list(f"{op_uri}/_metadata/v2"))
     if v2:
@@ -226,16 +182,17 @@ def _store_names(
         try:
             meta = _read_json_log(tools, meta_uri, meta_uri)
             names = [s["storeName"] for s in meta.get("stateStoreInfo", [])]
-        except (CheckpointError, KeyError, TypeError):
+            spark_name = (meta.get("operatorInfo") or {}).get("operatorName")
+        except (CheckpointError, KeyError, TypeError, AttributeError):
             notes.append(f"{meta_uri} is unreadable; store names guessed from the commit log")
             continue
         if names and (not widths or widths == {len(names)}):
-            return names
+            return names, spark_name
     width = max(widths) if widths else 1
     if width == 1:
-        return [DEFAULT_STORE]
+        return [DEFAULT_STORE], None
     if width == len(JOIN_STORES):
-        return list(JOIN_STORES)
+        return list(JOIN_STORES), None
     # unknown operator: name the sub-directories of the first partition, sorted
     if listed_parts:
         subdirs = sorted(
@@ -244,7 +201,7 @@ def _store_names(
             if e["dir"] and not e["name"].startswith(("_", ".")) and e["name"] != "shared"
         )
         if len(subdirs) == width:
-            return subdirs
+            return subdirs, None
     raise CheckpointError(
         f"cannot tell the {width} store names of operator {op_uri}: no readable state metadata"
     )
@@ -283,6 +240,8 @@ def inspect(tools: JvmTools, cp: Checkpoint, progress: Progress = NO_PROGRESS) -
     progress.finish()
     totals = {k: sum(r["totals"][k] for r in reports) for k in TOTAL_KEYS}
     return {
+        # damage seen on the way, one entry per finding: the summary and the exit code (1) come from here
+        "problems": inspect_problems(reports),
         "checkpoint": cp.display,
         "uri": cp.uri,
         "queryId": cp.query_id,
@@ -293,13 +252,40 @@ def inspect(tools: JvmTools, cp: Checkpoint, progress: Progress = NO_PROGRESS) -
             "uncommitted": cp.uncommitted,
         },
         "operators": [
-            {"operatorId": op, "storeNames": names, "partitions": cp.partitions[op]}
+            {
+                "operatorId": op,
+                "storeNames": names,
+                "partitions": cp.partitions[op],
+                "operatorName": cp.operator_names.get(op),
+                "kind": operator_kind(cp.operator_names.get(op)),
+            }
             for op, names in cp.operators.items()
         ],
         "stores": reports,
         "totals": totals,
         "notes": cp.notes,
     }
+
+
+def inspect_problems(reports: list[dict]) -> list[dict]:
+    """Unreadable files, commit-log/lineage conflicts and snapshots whose blobs are gone, per store."""
+    out = []
+    for r in reports:
+        for msg in r["errors"]:
+            out.append({"store": r["path"], "kind": "error", "message": msg})
+        for msg in r["conflicts"]:
+            out.append({"store": r["path"], "kind": "conflict", "message": msg})
+        for snap in r["snapshots"]:
+            if snap.get("missingBlobs"):
+                zip_name = f"{snap['version']}_{snap['uniqueId']}.zip"
+                out.append(
+                    {
+                        "store": r["path"],
+                        "kind": "missing blobs",
+                        "message": f"{zip_name} references missing blobs: " + ", ".join(snap["missingBlobs"]),
+                    }
+                )
+    return out
 
 
 # ---- verify -----------------------------------------------------------------------------------------------

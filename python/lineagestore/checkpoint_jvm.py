@@ -29,6 +29,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from lineagestore._jar import jar_path
+from lineagestore._jvm_start import StartOptions
 
 TOOLS_CLASS = "io.lineagestore.tools.CheckpointTools"
 
@@ -64,9 +65,10 @@ class JvmTools:
     """Typed access to ``CheckpointTools``: every call returns parsed JSON (or text) and turns a Java
     exception into :class:`ToolError` with the Java message."""
 
-    def __init__(self, jvm: Any, gateway: Any = None, log_path: str | None = None):
+    def __init__(self, jvm: Any, gateway: Any = None, log_path: str | None = None, start: Any = None):
         self._jvm = jvm
         self._gateway = gateway
+        self._start = start  # the launch's StartOptions: publishes a class-data archive once the JVM exits
         self.log_path = log_path
         self.launched = gateway is not None  # a JVM of its own (else this process's SparkSession's)
         from py4j.java_gateway import JavaClass
@@ -103,12 +105,16 @@ class JvmTools:
                 self._gateway.shutdown()
             finally:
                 proc = getattr(self._gateway, "proc", None)
+                exited = False
                 if proc is not None:
                     try:
                         proc.stdin.close()
-                        proc.wait(timeout=20)
+                        proc.wait(timeout=20)  # a first run writes the class-data archive (a few s)
+                        exited = True
                     except Exception:
                         proc.kill()
+                if self._start is not None:
+                    self._start.finish(exited)
                 self._gateway = None
                 if self.log_path:
                     try:
@@ -313,6 +319,7 @@ def connect(
     packages: list[str] | None = None,
     repositories: list[str] | None = None,
     in_session: str = "refuse",
+    short_lived: bool = False,
 ) -> JvmTools:
     """Return :class:`JvmTools` on this process's SparkContext's JVM if one runs, else on a new py4j gateway
     JVM with the bundled jar (closed by :meth:`JvmTools.close`).
@@ -320,7 +327,8 @@ def connect(
     A new JVM also gets ``jars`` (local paths) and ``packages`` (Maven coordinates that Spark's Ivy resolves,
     with their dependencies, from Maven Central, ``~/.m2`` and ``repositories``): e.g. hadoop-aws and the
     AWS SDK bundle for ``s3a://``. A running SparkSession's JVM cannot take more jars: asking for them then
-    raises :class:`ToolsUnavailable`, unless ``in_session="ignore"``.
+    raises :class:`ToolsUnavailable`, unless ``in_session="ignore"``. ``short_lived`` (a command that reads
+    little, like ``inspect``) starts it with the C1 compiler only (see ``lineagestore._jvm_start``).
     """
     jvm = _active_jvm()
     if jvm is not None:
@@ -331,7 +339,7 @@ def connect(
             )
         tools = JvmTools(jvm)
     else:
-        tools = _launch(jars or [], packages or [], repositories or [])
+        tools = _launch(jars or [], packages or [], repositories or [], short_lived)
     for k, v in (hadoop_conf or {}).items():
         tools.set_hadoop_conf(k, v)
     return tools
@@ -351,7 +359,7 @@ def gateway_conf(jar: str, jars: list[str], packages: list[str], repositories: l
     return conf
 
 
-def _launch(jars: list[str], packages: list[str], repositories: list[str]) -> JvmTools:
+def _launch(jars: list[str], packages: list[str], repositories: list[str], short_lived: bool) -> JvmTools:
     try:
         jar = jar_path()
     except FileNotFoundError as e:
@@ -366,10 +374,14 @@ def _launch(jars: list[str], packages: list[str], repositories: list[str]) -> Jv
     conf = SparkConf(loadDefaults=False)
     for key, value in gateway_conf(jar, jars, packages, repositories).items():
         conf.set(key, value)
+    start = StartOptions(jar, jars, packages, short_lived)
+    if start.java_options:  # spark-submit passes them to the gateway JVM (client mode)
+        conf.set("spark.driver.extraJavaOptions", start.java_options)
     try:
         with os.fdopen(log_fd, "wb") as log:
             gateway = launch_gateway(conf, popen_kwargs={"stdout": log, "stderr": log})
     except Exception as e:
+        start.finish(False)
         failure = _ivy_failure(log_path, packages, repositories) if packages else None
         if failure:
             raise ToolsUnavailable(f"{failure} JVM output: {log_path}") from e
@@ -379,7 +391,7 @@ def _launch(jars: list[str], packages: list[str], repositories: list[str]) -> Jv
             f"set). JVM output ({log_path}):\n{tail}"
         ) from e
     try:
-        return JvmTools(gateway.jvm, gateway, log_path)
+        return JvmTools(gateway.jvm, gateway, log_path, start)
     except ToolsUnavailable:
         gateway.shutdown()
         raise

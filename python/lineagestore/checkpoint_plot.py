@@ -4,23 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from lineagestore._extras import MissingExtra as MissingDependency
+from lineagestore._extras import require
 
-class MissingDependency(RuntimeError):
-    """An optional Python package the command needs is not installed."""
+__all__ = ["MissingDependency", "plot_lineage", "require_matplotlib"]
 
 
 def require_matplotlib() -> Any:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")  # files only, never a window
-        import matplotlib.pyplot as plt
-    except ImportError as e:
-        raise MissingDependency(
-            f"--plot needs matplotlib, which is not installed ({e}). Install it with "
-            "`pip install matplotlib` (it is in lineagestore's test extra: pip install 'lineagestore[test]')."
-        ) from None
-    return plt
+    """matplotlib's pyplot drawing into files only, or ``MissingDependency`` naming the ``plot`` extra."""
+    matplotlib = require("matplotlib", "lineagestore inspect --plot")
+    matplotlib.use("Agg")  # files only, never a window
+    return require("matplotlib.pyplot", "lineagestore inspect --plot")
 
 
 _STATUS_COLOR = {"committed": "#1f77b4", "orphan": "#999999", "pending": "#ff7f0e", "unknown": "#bbbbbb"}

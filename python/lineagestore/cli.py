@@ -26,12 +26,13 @@ EXIT_ENVIRONMENT = 4
 EXIT_CODES = f"""\
 exit codes:
   {EXIT_OK}  success (verify: every checked checkpoint loads and every file checks out)
-  {EXIT_PROBLEMS}  the command ran and found problems or could not finish: verify found damaged or missing files,
+  {EXIT_PROBLEMS}  the command ran and found problems or could not finish: inspect or verify found damaged or
+     missing files (or a conflict between the commit log and the lineage),
      gc --apply could not delete some files, a step of clone failed
   {EXIT_USAGE}  wrong command line
   {EXIT_BAD_CHECKPOINT}  the checkpoint cannot be used as asked: it does not exist, is not a Spark checkpoint, was not
-     written with lineagestore (checkpoint format version 2), has an unreadable Spark file, or the clone
-     destination is not empty
+     written with lineagestore (its offset log names another provider, or format version 1), has an
+     unreadable Spark file, or the clone destination is not empty
   {EXIT_ENVIRONMENT}  the tools cannot run here: no Java, the bundled jar is missing, an s3a:// checkpoint without
      hadoop-aws and the AWS SDK bundle (the message names the missing classes and the option to add), a
      --packages coordinate Ivy cannot resolve, a LINEAGESTORE_JARS entry that does not exist, matplotlib
@@ -349,7 +350,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         # a running SparkSession's JVM is used as it is: only --jars/--packages given here are refused there
         in_session = "refuse" if args.jars or args.packages else "ignore"
-        with connect(hadoop_conf, jars, packages, repositories, in_session) as tools:
+        # inspect reads headers and indexes only: no use for C2-compiled code (see lineagestore._jvm_start)
+        short = args.command == "inspect"
+        with connect(hadoop_conf, jars, packages, repositories, in_session, short) as tools:
             for uri in _uris(args):
                 tools.require_filesystem(to_uri(uri))
             return args.func(args, tools, progress)
@@ -391,7 +394,7 @@ def _inspect(args: argparse.Namespace, tools: Any, progress: Any) -> int:
         print(json.dumps(report, indent=2))
     else:
         print(render_inspect(report))
-    return EXIT_OK
+    return EXIT_PROBLEMS if report["problems"] else EXIT_OK
 
 
 # ---- verify -----------------------------------------------------------------------------------------------

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import textwrap
 
+# the documented procedure for a damaged state file (named by inspect, verify and the provider's errors)
+RECOVERY_DOC = "docs/operations.md#restarting-from-an-older-checkpoint"
+
 
 def _short(cid: str) -> str:
     version, _, uid = cid.partition("_")
@@ -30,9 +33,10 @@ def render_inspect(r: dict) -> str:
         + (f"; uncommitted batches {log['uncommitted']}" if log["uncommitted"] else ""),
     ]
     for op in r["operators"]:
+        kind = op.get("kind") or "(no state metadata: kind unknown)"
         out.append(
-            f"operator {op['operatorId']}   {op['partitions']} partitions x {len(op['storeNames'])} store(s): "
-            + ", ".join(op["storeNames"])
+            f"operator {op['operatorId']}   {kind}, {op['partitions']} partitions x {len(op['storeNames'])} "
+            "store(s): " + ", ".join(op["storeNames"])
         )
     out.append("")
     header = ["store", "head", "versions", "attempts", "snapshots", "deltas", "zips", "blobs", "shared", "unique",
@@ -70,6 +74,15 @@ def render_inspect(r: dict) -> str:
         f"by one {hb(t['uniqueBytes'])}, by none {hb(t['orphanBlobBytes'])}); "
         f"{t['orphanAttempts']} orphan attempts {hb(t['orphanAttemptBytes'])}"
     )
+    problems = r.get("problems", [])
+    if problems:
+        stores = sorted({p["store"] for p in problems})
+        kinds = sorted({p["kind"] for p in problems})
+        out.append(
+            f"PROBLEMS: {len(problems)} ({', '.join(kinds)}) in {len(stores)} store(s): {', '.join(stores)}; "
+            f"details below. Run `lineagestore verify {r['checkpoint']}` for the batches they break, and "
+            f"see {RECOVERY_DOC} for what to do"
+        )
     for s in r["stores"]:
         out.append("")
         out.append(
@@ -174,6 +187,9 @@ def render_verify(r: dict) -> str:
             if p["batches"]:
                 out.append(f"      needed by batch(es) {_batches(p['batches'])}")
         out.append("result: PROBLEMS FOUND")
+        out.append(
+            f"what to do: {RECOVERY_DOC} (restore the files from a backup, or restart from an older batch)"
+        )
     else:
         out.append("result: OK")
     return "\n".join(out)

@@ -171,7 +171,16 @@ def inspect_json(capsys, checkpoint: Path) -> dict:
 def test_inspect_reports_lineage_attempts_snapshots_and_sizes(base, capsys):
     report = inspect_json(capsys, base[1])
     assert report["commitLog"] == {"batches": 5, "first": 0, "last": 4, "uncommitted": []}
-    assert report["operators"] == [{"operatorId": 0, "storeNames": ["default"], "partitions": 2}]
+    assert report["operators"] == [
+        {
+            "operatorId": 0,
+            "storeNames": ["default"],
+            "partitions": 2,
+            "operatorName": "stateStoreSave",  # Spark's name, from state/0/_metadata
+            "kind": "aggregation",
+        }
+    ]
+    assert report["problems"] == []
     assert [s["path"] for s in report["stores"]] == ["state/0/0", "state/0/1"]
     for s in report["stores"]:
         assert [p["version"] for p in s["chosenPath"]] == [5, 4, 3, 2, 1]
@@ -191,6 +200,8 @@ def test_inspect_reports_lineage_attempts_snapshots_and_sizes(base, capsys):
     rc, out, _ = run(capsys, "inspect", str(base[1]))
     assert rc == EXIT_OK
     assert "batches 0..4 (5 committed)" in out
+    assert "operator 0   aggregation, 2 partitions x 1 store(s): default" in out
+    assert "PROBLEMS" not in out
     assert "state/0/1" in out and "committed path  5_" in out
     assert "version 4: batch 3 chose 4_" in out and "(orphan: delta+snapshot)" in out
 
@@ -208,7 +219,26 @@ def test_inspect_plot_without_matplotlib_says_what_to_install(base, capsys, tmp_
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` fail
     rc, _, err = run(capsys, "inspect", str(base[1]), "--plot", str(tmp_path / "x.png"))
     assert rc == EXIT_ENVIRONMENT
-    assert "pip install matplotlib" in err
+    assert "pip install 'lineagestore[plot]'" in err
+
+
+def test_inspect_of_a_damaged_delta_exits_1_and_says_so_in_the_summary(copy, capsys):
+    # a flipped byte in the header of the newest committed delta of partition 1 (inspect reads headers)
+    delta = next(iter((copy / "state" / "0" / "1").glob("5_*.delta")))
+    data = bytearray(delta.read_bytes())
+    data[12] ^= 0x01
+    delta.write_bytes(bytes(data))
+    (delta.parent / f".{delta.name}.crc").unlink()  # as on an object store: lineagestore's own CRC catches it
+    rc, out, err = run(capsys, "inspect", str(copy))
+    assert rc == EXIT_PROBLEMS, out + err
+    summary = next(line for line in out.splitlines() if line.startswith("PROBLEMS:"))
+    assert "in 1 store(s): state/0/1" in summary and "lineagestore verify" in summary
+    assert "docs/operations.md#restarting-from-an-older-checkpoint" in summary
+    assert delta.name in out
+    rc, out, _ = run(capsys, "inspect", str(copy), "--json")
+    problems = json.loads(out)["problems"]
+    assert rc == EXIT_PROBLEMS and [p["store"] for p in problems] == ["state/0/1"]
+    assert delta.name in problems[0]["message"]
 
 
 # ---- verify -----------------------------------------------------------------------------------------------
@@ -241,6 +271,7 @@ def test_verify_names_a_corrupted_delta(copy, capsys, drop_crc):
     rc, out, _ = run(capsys, "verify", str(copy))
     assert rc == EXIT_PROBLEMS
     assert delta.name in out and "PROBLEMS FOUND" in out and "needed by batch(es) 4" in out
+    assert "what to do: docs/operations.md#restarting-from-an-older-checkpoint" in out
     assert "checksum" in out
 
 

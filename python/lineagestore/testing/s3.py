@@ -50,6 +50,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
+from lineagestore._extras import require
 from lineagestore.testing.s3_setup import (  # noqa: F401  (re-exported: the public names of this module)
     ANALYTICS_ACCELERATOR_VERSION,
     AWS_SDK_BUNDLE_VERSION,
@@ -156,6 +157,9 @@ class S3Server:
     def start(self) -> S3Server:
         if self._endpoint is not None:
             return self
+        # before the server starts: without boto3 its credential check below would fail with a misleading
+        # "refused its root credentials: No module named 'boto3'"
+        require("boto3", "lineagestore.testing.s3.S3Server")
         if self.backend == "docker":
             self._start_container()
         else:
@@ -276,8 +280,8 @@ class S3Server:
     # ---------------------------------------------------------------------------------------- clients
     def boto3_client(self):
         """A boto3 S3 client for this server (path-style, SigV4, checksums only where S3 requires them)."""
-        import boto3
-        from botocore.config import Config
+        boto3 = require("boto3", "S3Server.boto3_client")
+        Config = require("botocore.config", "S3Server.boto3_client").Config
 
         return boto3.client(
             "s3",

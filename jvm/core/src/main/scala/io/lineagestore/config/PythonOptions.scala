@@ -93,7 +93,7 @@ object PythonOptions {
        |
        |from dataclasses import dataclass
        |
-       |from lineagestore._options_support import OptionSpec, spark_conf, validate
+       |from lineagestore._options_support import OptionSpec, known_keywords, spark_conf, validate
        |
        |PREFIX = ${str(LineageConf.Prefix)}
        |# The Spark version the lineagestore-spark jar of this release is built and tested against (build.sbt).
@@ -104,6 +104,7 @@ object PythonOptions {
        |)
        |
        |
+       |@known_keywords(SPECS)
        |@dataclass(frozen=True)
        |class LineageOptions:
        |    \"\"\"lineagestore settings, checked when created with the rules the JVM applies.

@@ -6,8 +6,8 @@ import java.io.{EOFException, IOException, UTFDataFormatException}
 class CorruptCheckpointFileException(val file: String, val detail: String, cause: Throwable = null)
     extends IOException(
       s"checkpoint file $file is unusable: $detail. It was not written by this lineagestore store, or it is " +
-        "damaged; restore it from a backup or restart the query from an older checkpoint. Nothing was loaded " +
-        "from it.",
+        "damaged; restore it from a backup or restart the query from an older checkpoint (step by step: " +
+        "docs/operations.md#restarting-from-an-older-checkpoint). Nothing was loaded from it.",
       cause
     )
 

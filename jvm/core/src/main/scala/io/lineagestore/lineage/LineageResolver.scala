@@ -104,7 +104,8 @@ object LineageResolver {
           throw new LineageException(
             s"cannot load checkpoint $target: the delta file $file it depends on is missing " +
               s"(lineage so far: ${chain.mkString(" <- ")}). The checkpoint directory was damaged or cleaned " +
-              "by hand; restore the missing file or restart the query from an older checkpoint.",
+              "by hand; restore the missing file or restart the query from an older checkpoint (step by step: " +
+              "docs/operations.md#restarting-from-an-older-checkpoint).",
             file,
             missing = true
           )

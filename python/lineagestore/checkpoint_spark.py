@@ -1,0 +1,83 @@
+"""What Spark itself records in a checkpoint that the tools explain: the SQL settings of the offset log
+(which state store provider and checkpoint format a restart keeps) and the operator names of the state
+metadata. Spark's JSON files only; lineagestore's own format is read by the JVM (``checkpoint_jvm``)."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from lineagestore.checkpoint_jvm import JvmTools
+
+# Spark 4.3's StateStoreWriter.shortName of each stateful operator (StatefulOperatorsUtils) (recorded in the state metadata as
+# operatorInfo.operatorName) -> what a user wrote. Names not listed here are shown as Spark records them.
+OPERATOR_KINDS = {
+    "stateStoreSave": "aggregation",
+    "sessionWindowStateStoreSaveExec": "session window aggregation",
+    "dedupe": "dropDuplicates",
+    "dedupeWithinWatermark": "dropDuplicatesWithinWatermark",
+    "symmetricHashJoin": "stream-stream join",
+    "flatMapGroupsWithState": "flatMapGroupsWithState",
+    "applyInPandasWithState": "applyInPandasWithState",
+    "transformWithStateExec": "transformWithState",
+    "transformWithStateInPandasExec": "transformWithStateInPandas",
+    "transformWithStateInPySparkExec": "transformWithStateInPySpark",
+    "globalLimit": "streaming limit",
+}
+
+
+def operator_kind(spark_name: str | None) -> str | None:
+    """What an operator is, from Spark's recorded name; None when the checkpoint has no state metadata."""
+    if not spark_name:
+        return None
+    return OPERATOR_KINDS.get(spark_name, spark_name)
+
+
+PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
+FORMAT_KEY = "spark.sql.streaming.stateStore.checkpointFormatVersion"
+LINEAGESTORE_PROVIDER = "io.lineagestore.spark.LineageStateStoreProvider"
+
+
+def recorded_conf(tools: JvmTools, uri: str, offsets: list[int]) -> tuple[str | None, dict[str, str]]:
+    """The newest offset log entry's path and the SQL settings Spark recorded in it (``conf`` of its metadata
+    line), which Spark applies again on every restart: among them the state store provider and the
+    checkpoint format version. ({} when there is no entry or it records none.)"""
+    if not offsets:
+        return None, {}
+    path = f"{uri}/offsets/{offsets[-1]}"
+    for line in (tools.read_text(path) or "").splitlines()[1:]:
+        try:
+            meta = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(meta, dict) and isinstance(meta.get("conf"), dict):
+            return path, {str(k): str(v) for k, v in meta["conf"].items()}
+    return path, {}
+
+
+def foreign_provider(tools: JvmTools, uri: str, offsets: list[int]) -> str | None:
+    """Why the tools cannot read this checkpoint when its offset log names another state store provider."""
+    path, conf = recorded_conf(tools, uri, offsets)
+    provider, version = conf.get(PROVIDER_KEY), conf.get(FORMAT_KEY)
+    if not provider or provider == LINEAGESTORE_PROVIDER:
+        return None
+    return (
+        f"{uri} was written by {provider}, not lineagestore (its offset log {path} records "
+        f"{PROVIDER_KEY}={provider}" + (f", {FORMAT_KEY}={version}" if version else "") + "). Spark keeps "
+        "the provider a checkpoint started with on every restart, even under lineagestore.configure, so this "
+        "query has never run on lineagestore. To move it, migrate its state (`lineagestore migrate`, "
+        "planned: not available yet) or start on a new checkpoint location; see "
+        "docs/operations.md#a-checkpoint-of-another-provider"
+    )
+
+
+def not_lineagestore(tools: JvmTools, uri: str, last_batch: int, offsets: list[int]) -> str:
+    """Why a checkpoint of lineagestore's provider (or none recorded) has no lineage: format version 1."""
+    path, conf = recorded_conf(tools, uri, offsets)
+    version = conf.get(FORMAT_KEY)
+    return (
+        f"{uri}/commits/{last_batch} has no stateUniqueIds, so this checkpoint has no lineage to inspect: it "
+        f"was written with {FORMAT_KEY}={version or '1 (not recorded: the default)'} "
+        f"({path or 'no offset log entry'}), and lineagestore needs version 2 (lineagestore.configure sets it)"
+    )
