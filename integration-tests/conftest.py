@@ -65,11 +65,9 @@ def make_harness(spark, provider, tmp_path):
 
 
 # Known gaps of lineagestore that Spark itself imposes or that are not built yet. Each is a strict xfail: the
-# test still runs, must fail, and turns red the day the gap closes so the mark gets removed.
-KNOWN_GAPS = {
-    "tws": "Spark 4.3 runs transformWithState only when providerClass is exactly Spark's "
-    "RocksDBStateStoreProvider (TransformWithStateExecBase.validateStateStoreProvider)",
-}
+# test still runs, must fail, and turns red the day the gap closes so the mark gets removed. (transformWithState
+# was one until LineageSessionExtensions lifted Spark's provider check: docs/transform-with-state.md.)
+KNOWN_GAPS: dict[str, str] = {}
 
 
 @pytest.fixture
@@ -81,3 +79,31 @@ def known_gap(request, provider):
             request.applymarker(pytest.mark.xfail(strict=True, reason=KNOWN_GAPS[name]))
 
     return mark
+
+
+# Outputs of each test's scenario on Spark's own provider, by test name: the reference lineagestore must match.
+_BUILTIN_OUTPUTS: dict[str, object] = {}
+
+
+@pytest.fixture
+def same_as_builtin(request, spark, provider, tmp_path):
+    """``same_as_builtin(scenario)`` runs ``scenario(harness)`` (it returns the outputs to compare, batch by
+    batch) on this test's provider. On "builtin" the outputs are kept; on "lineagestore" they must equal the
+    builtin run's of the same test, which runs here, in the same session, when it has not run before."""
+    name = request.node.originalname
+
+    def run(scenario):
+        outputs = scenario(StreamHarness(spark, tmp_path / provider, provider))
+        if provider == "builtin":
+            _BUILTIN_OUTPUTS[name] = outputs
+            return outputs
+        if name not in _BUILTIN_OUTPUTS:
+            spark.conf.set("spark.sql.streaming.stateStore.providerClass", BUILTIN_PROVIDER)
+            try:
+                _BUILTIN_OUTPUTS[name] = scenario(StreamHarness(spark, tmp_path / "builtin", "builtin"))
+            finally:
+                spark.conf.set("spark.sql.streaming.stateStore.providerClass", PROVIDER_CLASSES[provider])
+        assert outputs == _BUILTIN_OUTPUTS[name], f"{provider} and Spark's RocksDB provider differ"
+        return outputs
+
+    return run
