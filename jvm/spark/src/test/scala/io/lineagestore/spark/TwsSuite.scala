@@ -9,7 +9,7 @@ import scala.collection.mutable
 import org.apache.spark.sql.{Dataset, Encoders, SparkSession}
 import org.apache.spark.sql.execution.streaming.runtime.{MemoryStream, StreamingQueryWrapper}
 import org.apache.spark.sql.execution.streaming.state.StateStore
-import org.apache.spark.sql.execution.streaming.state.lineagestore.LineageTransformWithStateExec
+import org.apache.spark.sql.execution.streaming.state.lineagestore.{LineageTransformWithStateExec, LineageTws}
 import org.apache.spark.sql.functions.col
 import org.apache.spark.sql.streaming._
 import org.scalatest.BeforeAndAfterAll
@@ -122,6 +122,8 @@ class TwsSuite extends AnyFunSuite with BeforeAndAfterAll {
 
   test("the shape check passes on the Spark it was built for and names both versions on a mismatch") {
     TwsShape.checkRunningSpark()
+    // the shim names the provider by string (it does not depend on the glue); it must be the real one
+    assert(LineageTws.ProviderClassName === classOf[LineageStateStoreProvider].getName)
     val actual = TwsShape.Expected.toMap.map { case (what, params) => what -> Seq(params) }
     TwsShape.check(actual, "4.3.0")
     val (node, params) = TwsShape.Expected.head
