@@ -1,9 +1,9 @@
 """Seed 003, appendix case 2: a stateful function that keeps a random sample of a fixed size per key.
 
-The seed states it with transformWithState, which Spark 4.3 runs only on its own RocksDB provider (a fixed
-set of provider class names, see docs/reliability.md); the same scenario runs here with
-``applyInPandasWithState``: per group a reservoir sample of ``SAMPLE`` elements and the number seen, drawn
-with an unseeded random generator, so two attempts of one batch keep different samples.
+The seed states it with transformWithState; it runs here both that way (a ``StatefulProcessor`` with a
+ValueState for the count and a ListState for the sample, on lineagestore through its session extension) and
+with ``applyInPandasWithState``: per group a reservoir sample of ``SAMPLE`` elements and the number seen,
+drawn with an unseeded random generator, so two attempts of one batch keep different samples.
 
 As in test_random_bucketing.py, a batch runs twice (its commit log entry is deleted after it ran, as if the
 process died between the state commit and Spark's commit log), both attempts' deltas and snapshots stay in
@@ -25,6 +25,7 @@ import os
 from collections.abc import Iterator
 
 import pytest
+from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from seed003_attempts import two_attempts_then_restarts
 
@@ -53,10 +54,67 @@ def reservoir(key, frames, state) -> Iterator:
     yield pd.DataFrame({"g": [key[0]], "sample": [json.dumps(kept)], "seen": [seen]})
 
 
-def test_random_samples_follow_the_committed_attempt_across_attempts_and_restarts(spark, provider, tmp_path):
+class ReservoirProcessor(StatefulProcessor):
+    """transformWithStateInPandas: the same reservoir, its sample in a ListState and its count in a ValueState."""
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.seen = handle.getValueState("seen", "seen long")
+        self.sample = handle.getListState("sample", "element string")
+
+    def handleInputRows(self, key, rows, timerValues):
+        import random
+
+        import pandas as pd
+
+        rnd = random.Random()  # a new draw per attempt: the seed's non-deterministic UDF
+        kept = [r[0] for r in self.sample.get()]
+        seen = self.seen.get()[0] if self.seen.exists() else 0
+        for frame in rows:
+            for element in frame["payload"]:
+                seen += 1
+                if len(kept) < SAMPLE:
+                    kept.append(element)
+                else:
+                    slot = rnd.randrange(seen)
+                    if slot < SAMPLE:
+                        kept[slot] = element
+        self.seen.update((seen,))
+        self.sample.put([(e,) for e in kept])
+        yield pd.DataFrame({"g": [key[0]], "sample": [json.dumps(kept)], "seen": [seen]})
+
+    def close(self) -> None:
+        pass
+
+
+def _with_apply_in_pandas_with_state(df):
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    return df.groupBy("g").applyInPandasWithState(
+        reservoir,
+        "g string, sample string, seen long",
+        "sample string, seen long",
+        "update",
+        GroupStateTimeout.NoTimeout,
+    )
+
+
+def _with_transform_with_state(df):
+    return df.groupBy("g").transformWithStateInPandas(
+        statefulProcessor=ReservoirProcessor(),
+        outputStructType="g string, sample string, seen long",
+        outputMode="Update",
+        timeMode="None",
+    )
+
+
+@pytest.mark.parametrize(
+    "transform", [_with_apply_in_pandas_with_state, _with_transform_with_state], ids=["applyInPandas", "tws"]
+)
+def test_random_samples_follow_the_committed_attempt_across_attempts_and_restarts(
+    spark, provider, tmp_path, transform
+):
     if provider != "lineagestore":
         pytest.skip("the scenario needs unique checkpoint IDs (checkpoint format 2 on lineagestore)")
-    from pyspark.sql.streaming.state import GroupStateTimeout
 
     inp = tmp_path / "in"
     inp.mkdir()
@@ -79,18 +137,8 @@ def test_random_samples_follow_the_committed_attempt_across_attempts_and_restart
         outputs[batch_id] = {r["g"]: (json.loads(r["sample"]), r["seen"]) for r in df.collect()}
 
     def run() -> int:
-        samples = (
-            spark.readStream.schema("g string, payload string")
-            .option("maxFilesPerTrigger", 1)
-            .json(str(inp))
-            .groupBy("g")
-            .applyInPandasWithState(
-                reservoir,
-                "g string, sample string, seen long",
-                "sample string, seen long",
-                "update",
-                GroupStateTimeout.NoTimeout,
-            )
+        samples = transform(
+            spark.readStream.schema("g string, payload string").option("maxFilesPerTrigger", 1).json(str(inp))
         )
         q = (
             samples.writeStream.outputMode("update")

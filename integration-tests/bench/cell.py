@@ -108,6 +108,8 @@ class Runner:
         )
         jars = [s["lineagestore_jar"], *s.get("extra_jars", [])]
         builder = builder.config("spark.jars", ",".join(jars))
+        # transformWithState on lineagestore (the tws workload); leaves every other plan as it is
+        builder = builder.config("spark.sql.extensions", "io.lineagestore.spark.LineageSessionExtensions")
         if self.store == "local":
             builder = (
                 builder.config("spark.driver.extraClassPath", s["counting_classes"])

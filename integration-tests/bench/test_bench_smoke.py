@@ -1,4 +1,5 @@
-"""Keeps the benchmark harness working: the small preset, 2 providers x 1 workload x 3 batches, one JVM.
+"""Keeps the benchmark harness working: the small preset, 2 providers x 2 workloads (agg, and tws:
+transformWithState, on lineagestore through its session extension) x 3 batches, one JVM.
 
 Not a timed test: it asserts that the run finishes and that results.json / summary.json / results.md have
 the fields the report and docs/benchmarks.md rely on, never what the figures are.
@@ -30,7 +31,7 @@ def _jar_or_skip() -> None:
 
 
 @pytest.mark.skipif(shutil.which("javac") is None, reason="the counting filesystem is compiled with javac")
-def test_small_preset_two_providers_one_workload(tmp_path):
+def test_small_preset_two_providers_two_workloads(tmp_path):
     _jar_or_skip()
     out = tmp_path / "out"
     plots = importlib.util.find_spec("matplotlib") is not None
@@ -42,7 +43,7 @@ def test_small_preset_two_providers_one_workload(tmp_path):
         "--providers",
         "lineagestore,rocksdb_v2",
         "--workloads",
-        "agg",
+        "agg,tws",
         "--batches",
         "3",
         "--jvm",
@@ -65,9 +66,10 @@ def test_small_preset_two_providers_one_workload(tmp_path):
     assert {"pyspark", "jar_sha256", "java"} <= set(meta["versions"])
     assert meta["settings"]["batches"] == 3
 
-    cells = {c["provider"]: c for c in data["cells"]}
-    assert set(cells) == {"lineagestore", "rocksdb_v2"}
-    for name, cell in cells.items():
+    by_workload = {(c["workload"], c["provider"]): c for c in data["cells"]}
+    assert set(by_workload) == {(w, p) for w in ("agg", "tws") for p in ("lineagestore", "rocksdb_v2")}
+    cells = {p: c for (w, p), c in by_workload.items() if w == "agg"}
+    for name, cell in by_workload.items():
         assert cell["status"] == "ok", (name, cell.get("error"))
         assert len(cell["batches"]) == 1 + 3  # the load batch and 3 batches
         for b in cell["batches"]:
@@ -89,6 +91,8 @@ def test_small_preset_two_providers_one_workload(tmp_path):
         assert set(report.FIGURES) <= set(figures), set(report.FIGURES) - set(figures)
         assert "ratios" in agg["providers"][name]
     assert agg["providers"]["rocksdb_v2"]["ratios"]["batch_p50_ms"] == pytest.approx(1.0)
+    # transformWithState runs on lineagestore (its session extension) and has ratios like the others
+    assert "ratios" in summary["workloads"]["tws"]["providers"]["lineagestore"]
     assert [t["figure"] for t in agg["targets"]] == [t[0] for t in report.TARGETS]
     md = (out / "results.md").read_text()
     assert "| target |" in md and "rocksdb_v2" in md
@@ -100,6 +104,8 @@ def test_small_preset_two_providers_one_workload(tmp_path):
     assert [r.name for r in recordings] == [
         "r0-agg-lineagestore.cold-restore.jfr",
         "r0-agg-rocksdb_v2.cold-restore.jfr",
+        "r0-tws-lineagestore.cold-restore.jfr",
+        "r0-tws-rocksdb_v2.cold-restore.jfr",
     ]
     if shutil.which("jfr"):
         import jfr_profile

@@ -240,4 +240,17 @@ def configure(
         conf[PREFIX + spec.name] = str(getattr(opts, spec.field))
     for key, value in conf.items():
         builder = builder.config(key, value)
-    return builder
+    return _with_session_extension(builder)
+
+
+SESSION_EXTENSION = "io.lineagestore.spark.LineageSessionExtensions"
+
+
+def _with_session_extension(builder: Any) -> Any:
+    """Append lineagestore's session extension (transformWithState on lineagestore, docs/transform-with-state.md)
+    to the builder's ``spark.sql.extensions``, keeping the user's own extensions and their order."""
+    existing = getattr(builder, "_options", {}).get("spark.sql.extensions", "")
+    listed = [name.strip() for name in existing.split(",") if name.strip()]
+    if SESSION_EXTENSION in listed:
+        return builder
+    return builder.config("spark.sql.extensions", ",".join([*listed, SESSION_EXTENSION]))

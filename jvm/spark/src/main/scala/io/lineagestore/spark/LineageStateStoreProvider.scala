@@ -50,6 +50,7 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
   private var transferPool: ExecutorService = _
   private var hadoopConf: Configuration = _
   private val encoders = TrieMap.empty[String, StateEncoders]
+  @volatile private var schemaProvider: Option[StateSchemaProvider] = None
   private val ownership = new StoreOwnership(() => s"state store $storeId", OwnershipTimeoutMs)
 
   override def init(
@@ -75,6 +76,7 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
     this.storeId = stateStoreId
     this.storeConf = storeConfs
     this.hadoopConf = hadoopConf
+    this.schemaProvider = stateSchemaProvider
     registerColumnFamily(
       StateStore.DEFAULT_COL_FAMILY_NAME,
       keyStateEncoderSpec,
@@ -135,7 +137,13 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
       spec: KeyStateEncoderSpec,
       valueSchema: StructType,
       multipleValues: Boolean
-  ): Unit = encoders.getOrElseUpdate(name, new StateEncoders(spec, valueSchema, multipleValues))
+  ): Unit = encoders.getOrElseUpdate(
+    name, {
+      val avro =
+        StateEncoders.avroFor(storeConf.stateStoreEncodingFormat, storeId, hadoopConf, name, schemaProvider)
+      new StateEncoders(spec, valueSchema, multipleValues, avro)
+    }
+  )
 
   private[spark] def encodersFor(name: String): StateEncoders = encoders.getOrElse(
     name,

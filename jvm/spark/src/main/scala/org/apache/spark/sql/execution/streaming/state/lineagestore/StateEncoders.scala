@@ -5,11 +5,29 @@ import org.apache.spark.sql.execution.streaming.state._
 import org.apache.spark.sql.types.StructType
 
 /** Thin shim to Spark's own state key/value encoders (package-private to Spark SQL). Using them keeps the
-  * byte order of prefix and range scans exactly what Spark's operators expect. Nothing else lives here.
+  * byte order of prefix and range scans exactly what Spark's operators expect, and gives the Avro encoding
+  * (`spark.sql.streaming.stateStore.encodingFormat=avro`) Spark's own value-schema evolution: with a schema
+  * provider (transformWithState), each value carries the id of the schema it was written with and is read
+  * back through that schema. Nothing else lives here.
   */
-final class StateEncoders(spec: KeyStateEncoderSpec, valueSchema: StructType, multipleValues: Boolean)
-    extends Serializable {
-  @transient private lazy val data = new UnsafeRowDataEncoder(spec, valueSchema)
+final class StateEncoders(
+    spec: KeyStateEncoderSpec,
+    valueSchema: StructType,
+    multipleValues: Boolean,
+    avro: Option[StateEncoders.Avro] = None
+) extends Serializable {
+  @transient private lazy val data: RocksDBDataEncoder = avro match {
+    case None    => new UnsafeRowDataEncoder(spec, valueSchema)
+    case Some(a) =>
+      RocksDBStateStoreProvider.getDataEncoder(
+        StateEncoders.AvroFormat,
+        a.cacheKey,
+        spec,
+        valueSchema,
+        a.schemaProvider,
+        Some(a.cacheKey.colFamilyName)
+      )
+  }
   @transient private lazy val keys = spec.toEncoder(data, false)
   @transient private lazy val values =
     RocksDBStateEncoder.getValueEncoder(data, valueSchema, multipleValues, 1)
@@ -28,6 +46,32 @@ final class StateEncoders(spec: KeyStateEncoderSpec, valueSchema: StructType, mu
 }
 
 object StateEncoders {
+  val AvroFormat = "avro" // spark.sql.streaming.stateStore.encodingFormat's value, as Spark compares it
+
+  /** Where an Avro encoder is cached (Spark's encoder cache, by store and column family) and the schema
+    * history it reads older values with.
+    */
+  final case class Avro(cacheKey: StateRowEncoderCacheKey, schemaProvider: Option[StateSchemaProvider])
+
+  /** The Avro settings of column family `family` of store `id`, or None unless `encodingFormat` is avro. */
+  def avroFor(
+      encodingFormat: String,
+      id: StateStoreId,
+      hadoopConf: org.apache.hadoop.conf.Configuration,
+      family: String,
+      schemaProvider: Option[StateSchemaProvider]
+  ): Option[Avro] =
+    if (!encodingFormat.equalsIgnoreCase(AvroFormat)) None
+    else {
+      // the run id keeps a restarted query (which may have evolved its schemas) off the old run's encoders
+      val scope = s"${id.checkpointRootLocation}|${StateStoreProvider.getRunId(hadoopConf)}"
+      Some(
+        Avro(
+          StateRowEncoderCacheKey(scope, id.operatorId, id.partitionId, id.storeName, family),
+          schemaProvider
+        )
+      )
+    }
 
   /** Joins encoded values of a multi-valued key the way Spark's value decoder reads them back. */
   val ValueDelimiter: Byte = ','
