@@ -17,3 +17,17 @@ def lineagestore_spark_conf(lineagestore_spark_conf):
         "spark.speculation.minTaskRuntime": "2s",
         "spark.executor.memory": "768m",
     }
+
+
+@pytest.fixture(params=["lineagestore"])
+def provider(request, spark):
+    """On the cluster the operator suites run on lineagestore only (Spark's provider is their oracle in
+    local mode): the session conf is switched for the test and back after it."""
+    from lineagestore.testing.harness import BUILTIN_PROVIDER, PROVIDER_CLASSES
+
+    spark.conf.set("spark.sql.streaming.stateStore.providerClass", PROVIDER_CLASSES[request.param])
+    spark.conf.set("spark.sql.shuffle.partitions", "4")  # more partitions than the cluster's 3 cores
+    yield request.param
+    for q in spark.streams.active:
+        q.stop()
+    spark.conf.set("spark.sql.streaming.stateStore.providerClass", BUILTIN_PROVIDER)
