@@ -153,7 +153,8 @@ class LineageOptions:
     """
 
     transfer_threads: int = 8
-    """Parallel uploads and downloads within one store. Key
+    """Threads of the executor-wide pool every store's uploads, downloads and hashing run on (one pool per
+    executor JVM, sized by the first store that starts there). Key
     ``spark.sql.streaming.stateStore.lineagestore.transferThreads``; an integer between 1 and 256; default
     ``8``.
     """

@@ -18,6 +18,11 @@ standard library, and Spark, MinIO and the s3a jars start or load on first use.
   test uses it.
 * ``s3_bucket``: a fresh bucket, reachable as ``s3a://<name>/`` from ``spark`` during the test.
 * ``s3_stream``: a ``StreamHarness`` whose checkpoint is in ``s3_bucket``.
+* ``cluster`` (session): with ``--lineagestore-cluster=N``, a real multi-executor Spark
+  (``lineagestore.testing.cluster.StandaloneCluster``: a standalone Master and N Workers on 127.0.0.2, .3,
+  ..., one executor each with its own local directory), and ``spark`` runs on it instead of ``local[2]``.
+  Without the option a test that asks for ``cluster`` is skipped (it fails instead when
+  ``LINEAGESTORE_REQUIRE_CLUSTER=1``, as in ``dev/test``).
 """
 
 from __future__ import annotations
@@ -63,6 +68,40 @@ def _worker_pythonpath(session: pytest.Session) -> None:
     os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--lineagestore-cluster",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run the spark fixture on a standalone Spark cluster of N Workers on 127.0.0.2.. (0: local[2])",
+    )
+
+
+@pytest.fixture(scope="session")
+def lineagestore_cluster(request, tmp_path_factory):
+    """The standalone cluster the session runs on with ``--lineagestore-cluster=N``, else None."""
+    workers = request.config.getoption("--lineagestore-cluster")
+    if not workers:
+        yield None
+        return
+    from lineagestore.testing.cluster import StandaloneCluster
+
+    with StandaloneCluster(workers=workers, base_dir=tmp_path_factory.mktemp("cluster")) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def cluster(lineagestore_cluster):
+    """The session's ``StandaloneCluster`` (``spark`` runs on it); skipped without ``--lineagestore-cluster``."""
+    if lineagestore_cluster is None:
+        why = "needs a multi-executor Spark: run pytest with --lineagestore-cluster=3"
+        if os.environ.get("LINEAGESTORE_REQUIRE_CLUSTER") == "1":
+            pytest.fail(why)
+        pytest.skip(why)
+    return lineagestore_cluster
+
+
 @pytest.fixture(scope="session")
 def lineagestore_spark_conf() -> dict[str, str]:
     """Extra SparkSession settings for the ``spark`` fixture (applied last); override in your conftest."""
@@ -76,8 +115,9 @@ def lineagestore_options():
 
 
 @pytest.fixture(scope="session")
-def spark(request, tmp_path_factory, lineagestore_spark_conf, lineagestore_options):
-    """A SparkSession on lineagestore for the whole test session (one SparkContext per JVM)."""
+def spark(request, tmp_path_factory, lineagestore_spark_conf, lineagestore_options, lineagestore_cluster):
+    """A SparkSession on lineagestore for the whole test session (one SparkContext per JVM): ``local[2]``, or
+    the session's standalone cluster with ``--lineagestore-cluster=N``."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     _worker_pythonpath(request.session)
@@ -102,6 +142,12 @@ def spark(request, tmp_path_factory, lineagestore_spark_conf, lineagestore_optio
     classpath = _s3a_classpath(request.session)
     if classpath:
         builder = builder.config("spark.driver.extraClassPath", classpath)
+    if lineagestore_cluster is not None:
+        builder = lineagestore_cluster.configure(builder)
+        # the executors are other JVMs on this machine: the same s3a jars and test modules reach them by path
+        if classpath:
+            builder = builder.config("spark.executor.extraClassPath", classpath)
+        builder = builder.config("spark.executorEnv.PYTHONPATH", os.environ.get("PYTHONPATH", ""))
     for key, value in lineagestore_spark_conf.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()

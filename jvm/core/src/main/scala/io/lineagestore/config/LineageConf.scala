@@ -167,7 +167,8 @@ object LineageConf {
   val TransferThreads: ConfEntry[Int] = int(
     "transferThreads",
     8,
-    "Parallel uploads and downloads within one store.",
+    "Threads of the executor-wide pool every store's uploads, downloads and hashing run on (one pool per " +
+      "executor JVM, sized by the first store that starts there).",
     min = 1,
     max = 256
   )

@@ -1,8 +1,7 @@
 package io.lineagestore.spark
 
 import java.io.File
-import java.util.concurrent.{ExecutorService, Executors, ThreadFactory}
-import java.util.concurrent.atomic.AtomicInteger
+import java.util.concurrent.ExecutorService
 
 import scala.collection.concurrent.TrieMap
 
@@ -29,6 +28,7 @@ import io.lineagestore.store.{
   LineageStore,
   LocalDirectories,
   LocalLease,
+  SharedTransferPool,
   StoreSettings
 }
 
@@ -91,21 +91,8 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
     LineageStateStoreProvider.evictIdleAtMostEveryMinute(localDirs)
     localLease = localDirs.acquire(stateStoreId.storeCheckpointLocation().toString)
     localRoot = localLease.dir
-    val threads = LineageConf.TransferThreads.from(confs)
-    val counter = new AtomicInteger
-    transferPool = Executors.newFixedThreadPool(
-      threads,
-      new ThreadFactory {
-        override def newThread(r: Runnable): Thread = {
-          val t = new Thread(
-            r,
-            s"lineagestore-transfer-${stateStoreId.operatorId}-${stateStoreId.partitionId}-${counter.incrementAndGet()}"
-          )
-          t.setDaemon(true)
-          t
-        }
-      }
-    )
+    // one executor-wide pool for every store's transfers (its size is the first store's setting)
+    transferPool = SharedTransferPool(LineageConf.TransferThreads.from(confs))
     val blobs = new HadoopBlobStore(stateStoreId.storeCheckpointLocation(), hadoopConf)
     val identity = StoreIdentity(stateStoreId.operatorId, stateStoreId.partitionId, stateStoreId.storeName)
     val settings =
@@ -124,7 +111,6 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
       )
     catch {
       case t: Throwable =>
-        transferPool.shutdownNow()
         localLease.release()
         throw t
     }
@@ -307,7 +293,6 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
       store.close()
       store = null
     }
-    if (transferPool != null) transferPool.shutdownNow()
     // the local RocksDB copy is a cache of the blob store, kept for the next provider of this store (a
     // restarted query) unless retention is 0 or another provider had the directory
     if (localLease != null) localLease.release()
