@@ -99,7 +99,7 @@ def test_rewind_runs_a_committed_batch_again(h):
 
 
 @pytest.mark.parametrize("damage", ["corrupt", "truncate", "delete"])
-def test_a_damaged_delta_is_reported_by_name(h, no_snapshots, damage):
+def test_a_damaged_delta_is_reported_by_name(h, no_snapshots, damage, spark, tmp_path):
     runs = oracle.keyed_runs(5, 4, rows=8, keys=5, max_v=49)
     for rows in runs[:2]:
         h.add(rows)
@@ -107,8 +107,15 @@ def test_a_damaged_delta_is_reported_by_name(h, no_snapshots, damage):
     target = faults.state_files(h.checkpoint, "delta", partition=0)[-1]
     getattr(faults, damage)(target)
     h.add(runs[2])
-    with pytest.raises(StreamFailed) as err:
-        h.run(oracle.running_aggregate_query, "update")
+    # An empty local directory, so the restart must read the delta: a provider that resumes from its clean
+    # close (the previous run's, once Spark's maintenance unloaded it) rightly needs no remote file at all.
+    before = spark.conf.get(LOCAL_DIR_KEY, "")
+    spark.conf.set(LOCAL_DIR_KEY, str(tmp_path / "cold"))
+    try:
+        with pytest.raises(StreamFailed) as err:
+            h.run(oracle.running_aggregate_query, "update")
+    finally:
+        spark.conf.set(LOCAL_DIR_KEY, before)
     assert target.name in str(err.value), str(err.value)[:3000]
 
 
