@@ -176,6 +176,11 @@ def render_verify(r: dict) -> str:
         out.append(
             f"  {status} {s['path']}: {n - bad}/{n} checkpoints load" + (f" ({bad} do not)" if bad else "")
         )
+        for c in s["checked"]:
+            if c.get("detourAround"):
+                out.append(
+                    f"       batch {c['batchId']} loads only by a detour around {', '.join(c['detourAround'])}"
+                )
     out.append(f"{r['filesVerified']} files verified ({hb(r['bytesVerified'])})")
     if r["problems"]:
         out.append("")

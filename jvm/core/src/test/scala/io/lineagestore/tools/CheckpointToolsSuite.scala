@@ -217,6 +217,18 @@ class CheckpointToolsSuite extends AnyFunSuite with BeforeAndAfterEach {
     assert(r.toJson.render.contains(""""ok": false"""))
   }
 
+  test("verify shows the checkpoints that load only by a detour around a damaged snapshot, and names it") {
+    val log = writeStore()
+    val zip = new File(storeDir, c(6).snapshotFileName)
+    Files.deleteIfExists(new File(storeDir, s".${zip.getName}.crc").toPath)
+    Files.write(zip.toPath, Files.readAllBytes(zip.toPath).take(40))
+    val r = ToolStore.using(ref)(s => StoreVerifier.verify(s, log, tmp))
+    assert(r.detours == Map(5L -> Seq(c(6))))
+    assert(r.checked.forall(_._2.isDefined)) // every checkpoint still loads
+    assert(r.problems.map(_.file).exists(_.endsWith(c(6).snapshotFileName)))
+    assert(r.toJson.render.contains(s""""detourAround": ["${c(6).snapshotFileName}"]"""))
+  }
+
   test("verify names a deleted shared blob") {
     val log = writeStore()
     val blob = blobsOf(c(6)).toSeq.sorted.last
