@@ -15,6 +15,26 @@ SPARK_VERSION = "4.3.0"
 
 SPECS: tuple[OptionSpec, ...] = (
     OptionSpec(
+        field="max_snapshot_lag_deltas",
+        name="maxSnapshotLagDeltas",
+        kind="int",
+        default=20,
+        min=1,
+        max=2147483647,
+        allowed="an integer between 1 and 2147483647",
+        choices=(),
+    ),
+    OptionSpec(
+        field="close_upload_timeout_ms",
+        name="closeUploadTimeoutMs",
+        kind="long",
+        default=30000,
+        min=0,
+        max=None,
+        allowed="an integer of at least 0",
+        choices=(),
+    ),
+    OptionSpec(
         field="max_pending_bytes",
         name="maxPendingBytes",
         kind="size",
@@ -126,6 +146,23 @@ class LineageOptions:
     bad value raises ``ValueError`` naming the key, the value and what is allowed. Size fields accept an
     ``int`` or a string with a k/m/g suffix (powers of 1024) and hold the number of bytes afterwards.
     Pass it to ``lineagestore.configure(builder, options)``.
+    """
+
+    max_snapshot_lag_deltas: int = 20
+    """Bound on a lineage's snapshot lag: a commit that leaves more than this many deltas after the newest
+    snapshot known to be uploaded uploads its frozen snapshot itself, in the batch (a catch-up snapshot),
+    instead of leaving it to Spark's maintenance thread. Cold restores then replay at most about this many
+    deltas whatever the run pattern (short availableNow runs, executor churn). Effective value: at least
+    minDeltasForSnapshot. Key ``spark.sql.streaming.stateStore.lineagestore.maxSnapshotLagDeltas``; an integer
+    between 1 and 2147483647; default ``20``.
+    """
+
+    close_upload_timeout_ms: int = 30000
+    """How long closing a store (query stop, unload, executor shutdown) waits for its frozen snapshots to upload.
+    Past it the close goes on without them: nothing committed is lost (the deltas hold it) and the next commit
+    on the lineage catches up (maxSnapshotLagDeltas). 0 uploads nothing on close. Key
+    ``spark.sql.streaming.stateStore.lineagestore.closeUploadTimeoutMs``; an integer of at least 0; default
+    ``30000``.
     """
 
     max_pending_bytes: int | str = 1073741824

@@ -39,8 +39,8 @@ def render_inspect(r: dict) -> str:
             "store(s): " + ", ".join(op["storeNames"])
         )
     out.append("")
-    header = ["store", "head", "versions", "attempts", "snapshots", "deltas", "zips", "blobs", "shared", "unique",
-              "orphan blobs"]  # fmt: skip
+    header = ["store", "head", "versions", "attempts", "snapshots", "lag", "deltas", "zips", "blobs", "shared",
+              "unique", "orphan blobs"]  # fmt: skip
     rows = []
     for s in r["stores"]:
         t = s["totals"]
@@ -58,6 +58,7 @@ def render_inspect(r: dict) -> str:
                 f"{versions[0]}..{versions[-1]}" if versions else "-",
                 f"{n_attempts}" + (f" ({', '.join(extra)})" if extra else ""),
                 str(t["snapshots"]),
+                "-" if s.get("snapshotLag") is None else str(s["snapshotLag"]),
                 hb(t["deltaBytes"]),
                 hb(t["snapshotBytes"]),
                 f"{t['blobs']} / {hb(t['blobBytes'])}",
@@ -175,6 +176,11 @@ def render_verify(r: dict) -> str:
         out.append(
             f"  {status} {s['path']}: {n - bad}/{n} checkpoints load" + (f" ({bad} do not)" if bad else "")
         )
+        for c in s["checked"]:
+            if c.get("detourAround"):
+                out.append(
+                    f"       batch {c['batchId']} loads only by a detour around {', '.join(c['detourAround'])}"
+                )
     out.append(f"{r['filesVerified']} files verified ({hb(r['bytesVerified'])})")
     if r["problems"]:
         out.append("")

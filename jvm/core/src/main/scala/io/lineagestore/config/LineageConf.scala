@@ -180,6 +180,25 @@ object LineageConf {
       "Accepts k/m/g suffixes.",
     min = 0
   )
+  val MaxSnapshotLagDeltas: ConfEntry[Int] = int(
+    "maxSnapshotLagDeltas",
+    20,
+    "Bound on a lineage's snapshot lag: a commit that leaves more than this many deltas after the newest " +
+      "snapshot known to be uploaded uploads its frozen snapshot itself, in the batch (a catch-up snapshot), " +
+      "instead of leaving it to Spark's maintenance thread. Cold restores then replay at most about this many " +
+      "deltas whatever the run pattern (short availableNow runs, executor churn). Effective value: at least " +
+      "minDeltasForSnapshot.",
+    min = 1,
+    max = Int.MaxValue
+  )
+  val CloseUploadTimeoutMs: ConfEntry[Long] = long(
+    "closeUploadTimeoutMs",
+    30000L,
+    "How long closing a store (query stop, unload, executor shutdown) waits for its frozen snapshots to " +
+      "upload. Past it the close goes on without them: nothing committed is lost (the deltas hold it) and the " +
+      "next commit on the lineage catches up (maxSnapshotLagDeltas). 0 uploads nothing on close.",
+    min = 0
+  )
   val OrphanGracePeriodMs: ConfEntry[Long] = long(
     "orphanGracePeriodMs",
     6L * 60 * 60 * 1000,
@@ -209,6 +228,8 @@ object LineageConf {
   )
 
   val All: Seq[ConfEntry[_]] = Seq(
+    MaxSnapshotLagDeltas,
+    CloseUploadTimeoutMs,
     MaxPendingBytes,
     LocalDir,
     LocalRetentionMs,

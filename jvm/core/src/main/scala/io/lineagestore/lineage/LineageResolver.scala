@@ -79,10 +79,20 @@ class LineageException(message: String, val file: String, val missing: Boolean =
   *      oldest ancestor's own delta, down to the empty state at version 0 if that is what it takes, or down
   *      to a delta that starts from the empty state (a fresh start at its version: nothing below it is read).
   * Attempts outside the lineage (another unique ID at some version) are never looked at.
+  *
+  * `unusable` snapshots (a load found their zip, INDEX or an SST damaged or missing) count as absent: the
+  * plan then takes the next route, an older snapshot and more deltas, or the deltas down to the empty state
+  * (a detour). The caller decides what is unusable; the plan stays a function of what it is told.
   */
 object LineageResolver {
 
-  def plan(target: CheckpointId, local: Option[CheckpointId], source: LineageSource): LoadPlan = {
+  def plan(
+      target: CheckpointId,
+      local: Option[CheckpointId],
+      allSources: LineageSource,
+      unusable: Set[CheckpointId] = Set.empty
+  ): LoadPlan = {
+    val source = if (unusable.isEmpty) allSources else without(allSources, unusable)
     if (local.contains(target)) return LoadPlan(target, LoadBase.Local(target), Nil, Nil)
     if (target.isEmptyState) return LoadPlan(target, LoadBase.Empty, Nil, Nil)
 
@@ -127,6 +137,13 @@ object LineageResolver {
     }
     // the walk ended at version 1 or at a delta that starts from the empty state
     finish(LoadBase.Empty)
+  }
+
+  private def without(s: LineageSource, unusable: Set[CheckpointId]): LineageSource = new LineageSource {
+    override def hasSnapshot(id: CheckpointId): Boolean = !unusable(id) && s.hasSnapshot(id)
+    override def ancestorsOf(id: CheckpointId): Option[Seq[CheckpointId]] = s.ancestorsOf(id)
+    override def lineageOf(id: CheckpointId): Option[Lineage] = s.lineageOf(id)
+    override def locate(name: String): String = s.locate(name)
   }
 
   /** The committed checkpoints of versions `downTo` .. target.version (ascending), following delta lineage

@@ -28,6 +28,7 @@ import io.lineagestore.lineage.CheckpointId
   *   ancestor <version> <uniqueId>           newest first, zero or more
   *   sst <name> <size>                       every live SST file
   *   hash <name> <size> <sha256>             known contents, zero or more
+  *   uploaded-snapshot <version>             newest snapshot known uploaded on the lineage (absent: 0)
   * }}}
   */
 final case class CleanCloseRecord(
@@ -36,7 +37,8 @@ final case class CleanCloseRecord(
     presumedSnapshotVersion: Long,
     ancestors: Seq[CheckpointId],
     liveSsts: Map[String, Long],
-    hashes: Map[String, (Long, String)]
+    hashes: Map[String, (Long, String)],
+    uploadedSnapshotVersion: Long = 0
 )
 
 object CleanCloseRecord {
@@ -51,7 +53,8 @@ object CleanCloseRecord {
       s"presumed-snapshot ${r.presumedSnapshotVersion}"
     ) ++ r.ancestors.map(a => s"ancestor ${a.version} ${a.uniqueId}") ++
       r.liveSsts.toSeq.sorted.map { case (n, s) => s"sst $n $s" } ++
-      r.hashes.toSeq.sortBy(_._1).map { case (n, (s, h)) => s"hash $n $s $h" }
+      r.hashes.toSeq.sortBy(_._1).map { case (n, (s, h)) => s"hash $n $s $h" } :+
+      s"uploaded-snapshot ${r.uploadedSnapshotVersion}"
     val tmp = new File(localRoot, FileName + ".tmp")
     Files.write(tmp.toPath, (lines.mkString("\n") + "\n").getBytes(UTF_8))
     Files.move(tmp.toPath, new File(localRoot, FileName).toPath, java.nio.file.StandardCopyOption.ATOMIC_MOVE)
@@ -83,7 +86,8 @@ object CleanCloseRecord {
       one("presumed-snapshot").head.toLong,
       lines.filter(_.head == "ancestor").map(l => CheckpointId(l(1).toLong, l(2))),
       lines.filter(_.head == "sst").map(l => l(1) -> l(2).toLong).toMap,
-      lines.filter(_.head == "hash").map(l => l(1) -> (l(2).toLong, l(3))).toMap
+      lines.filter(_.head == "hash").map(l => l(1) -> (l(2).toLong, l(3))).toMap,
+      lines.find(_.head == "uploaded-snapshot").map(_(1).toLong).getOrElse(0L)
     )
   }
 }

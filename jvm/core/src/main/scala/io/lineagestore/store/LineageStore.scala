@@ -1,7 +1,7 @@
 package io.lineagestore.store
 
 import java.io.File
-import java.util.concurrent.ConcurrentLinkedQueue
+import java.util.concurrent.{ConcurrentLinkedDeque, ConcurrentLinkedQueue}
 import java.util.concurrent.atomic.AtomicReference
 
 import scala.collection.mutable
@@ -35,6 +35,7 @@ final class LineageStore(
 ) extends AutoCloseable {
 
   import LineageStore._
+  import LineageStoreState._
 
   private val dbDir = new File(localRoot, "db")
   private val frozenRoot = new File(localRoot, "frozen")
@@ -62,15 +63,28 @@ final class LineageStore(
   private val local = new AtomicReference(LocalState.Unknown(new HashCache))
 
   private val frozen = new ConcurrentLinkedQueue[Frozen]()
+  // the checkpoints whose snapshots this store uploaded last (maintenance adds, the task thread reads): a
+  // commit credits its lineage with the newest of them it descends from (see `snapshotLagAfter`)
+  private val recentUploads = new ConcurrentLinkedDeque[CheckpointId]()
   // uploads hold it shared; clean-up deletes blobs only if it gets it exclusively (see cleanup)
   private val uploadsVsBlobDeletion = new java.util.concurrent.locks.ReentrantReadWriteLock()
+  private val uploading = new Object
   @volatile private var lastUploaded: Option[SnapshotIndex] = None
   val pendingBlobs = new PendingBlobs
   private val cleanups = new LineageCleanup(files, settings, crash, clock, pendingBlobs)
 
   // resume from the record when the DB holds exactly the SSTs it lists
   cleanClose.filter(_.liveSsts == db.liveSstSizes).foreach { r =>
-    local.set(LocalState(Some(r.loaded), r.ancestors, r.presumedSnapshotVersion, 0, HashCache.of(r.hashes)))
+    local.set(
+      LocalState(
+        Some(r.loaded),
+        r.ancestors,
+        r.presumedSnapshotVersion,
+        0,
+        HashCache.of(r.hashes),
+        r.uploadedSnapshotVersion
+      )
+    )
     columnFamilies.reload()
   }
   cleanClose = None
@@ -84,31 +98,55 @@ final class LineageStore(
     *
     * A plan may find a file gone that it chose: clean-up (in this process or another) deleted an older base
     * once a newer snapshot of the lineage was complete, between planning and reading. Then it plans again
-    * from what exists now, at most [[MaxReplans]] times; any other failure, or a file still missing, fails
-    * the load.
+    * from what exists now, at most [[MaxReplans]] times.
+    *
+    * A snapshot whose zip, INDEX or an SST turns out damaged or missing is routed around (a detour): the plan
+    * is made again with it unusable, so an older snapshot and more deltas, or the deltas down to the empty
+    * state, rebuild the target; each detour is counted and recorded in `lastDetours` (the provider logs it).
+    * Only when no route is left does the load fail, naming the damaged file. Any other failure fails the
+    * load.
     */
   def load(target: CheckpointId): LoadPlan = {
     val start = clock()
     db.abort()
+    val skipped = mutable.LinkedHashMap.empty[CheckpointId, CorruptCheckpointFileException]
     def attempt(replans: Int): LoadPlan = {
+      var detoured = false
       val plan =
         try {
-          val plan = LineageResolver.plan(target, local.get.loaded, files)
+          val plan = LineageResolver.plan(target, local.get.loaded, files, skipped.keySet.toSet)
           execute(plan)
           plan
         } catch {
           case t: Throwable =>
             // what the directory holds is unknown: the next load starts from a snapshot or the empty state
             local.set(LocalState.Unknown(new HashCache))
-            if (replans < MaxReplans && isMissingFile(t)) null else throw t
+            t match {
+              case DamagedSnapshot(id, cause) if skipped.size < MaxDetours =>
+                skipped(id) = cause
+                counters.snapshotDetours.incrementAndGet()
+                detoured = true
+                null
+              case DamagedSnapshot(_, cause)                     => throw cause
+              case _ if replans < MaxReplans && isMissingFile(t) =>
+                counters.loadsReplanned.incrementAndGet()
+                null
+              case l: LineageException if skipped.nonEmpty =>
+                val (id, first) = skipped.head
+                throw new CorruptCheckpointFileException(
+                  first.file,
+                  s"${first.detail}, and no other route rebuilds $target without snapshot $id " +
+                    s"(${l.getMessage})",
+                  first
+                )
+              case _ => throw t
+            }
         }
       if (plan != null) plan
-      else {
-        counters.loadsReplanned.incrementAndGet()
-        attempt(replans + 1)
-      }
+      else attempt(if (detoured) replans else replans + 1)
     }
     val plan = attempt(0)
+    lastDetours = skipped.toSeq.map { case (id, e) => s"snapshot $id skipped: ${e.file} ${e.detail}" }
     cleanups.loaded(target, plan)
     counters.lastLoadMs.set(clock() - start)
     plan
@@ -124,12 +162,15 @@ final class LineageStore(
     val start = clock()
     db.abort()
     replaceLocalDirectory(() => deleteRecursively(dbDir))
-    local.set(LocalState(Some(CheckpointId.Empty), Nil, version, version, new HashCache))
+    local.set(LocalState(Some(CheckpointId.Empty), Nil, version, version, new HashCache, version))
     columnFamilies.reload()
     // what was committed before is another lineage now: clean-up waits for the next load to learn the new one
     cleanups.forgetCommitted()
     counters.lastLoadMs.set(clock() - start)
   }
+
+  /** The snapshots the last load routed around, with the file and why (empty: none). */
+  @volatile var lastDetours: Seq[String] = Nil
 
   /** The version the loaded state stands at (the empty state may stand above 0, see [[loadEmpty]]). */
   def loadedVersion: Option[Long] = local.get.version
@@ -145,11 +186,15 @@ final class LineageStore(
         before.copy(ancestors = ancestors.takeWhile(_.version >= before.presumedSnapshotVersion))
       case LoadBase.Empty =>
         replaceLocalDirectory(() => deleteRecursively(dbDir))
-        LocalState(None, plan.lineage, 0, 0, new HashCache)
+        LocalState(None, plan.lineage, 0, 0, new HashCache, 0)
       case LoadBase.Snapshot(s) =>
         val hashes = before.hashes.copy()
         replaceLocalDirectory { () =>
-          val (index, stats) = files.restoreSnapshot(s, dbDir, hashes)
+          val (index, stats) =
+            try files.restoreSnapshot(s, dbDir, hashes)
+            catch {
+              case e: Throwable => throw DamagedSnapshot.of(s, e, files.blobs.locate(s.snapshotFileName))
+            }
           lastUploaded = Some(index)
           cleanups.indexKnown(s, index)
           counters.filesDownloaded.addAndGet(stats.filesMoved)
@@ -157,7 +202,7 @@ final class LineageStore(
           counters.filesReused.addAndGet(stats.filesReused)
           crash.at(CrashPoints.RestoreAfterSnapshotFiles)
         }
-        LocalState(None, plan.lineage.takeWhile(_.version >= s.version), s.version, 0, hashes)
+        LocalState(None, plan.lineage.takeWhile(_.version >= s.version), s.version, 0, hashes, s.version)
     }
     plan.deltas.foreach(replay)
     if (plan.deltas.nonEmpty) crash.at(CrashPoints.RestoreAfterReplay)
@@ -263,16 +308,67 @@ final class LineageStore(
     counters.lastDeltaBytes.set(db.pending.sizeBytes)
     db.commit()
     crash.at(CrashPoints.CommitAfterLocalApply)
-    val committed = before.copy(loaded = Some(id), ancestors = lineage, emptyAtVersion = 0)
+    val committed = before.copy(
+      loaded = Some(id),
+      ancestors = lineage,
+      emptyAtVersion = 0,
+      uploadedSnapshotVersion = uploadedOn(lineage, before.uploadedSnapshotVersion)
+    )
     local.set(committed)
     val sinceSnapshot = id.version - committed.presumedSnapshotVersion
+    val lagging = id.version - committed.uploadedSnapshotVersion > settings.maxSnapshotLagDeltas
     // a fresh start is snapshotted at once: its lineage has no older snapshot to restore from
-    if (freshStart || sinceSnapshot >= settings.minDeltasForSnapshot) freeze(committed)
+    if (freshStart || lagging || sinceSnapshot >= settings.minDeltasForSnapshot) freeze(committed)
     // the next commit freezes: flush now, off the commit path, so that freeze waits for one batch's memtable
     else if (sinceSnapshot + 1 >= settings.minDeltasForSnapshot) db.flushInBackground()
+    if (lagging) catchUp(id)
     counters.lastCommitMs.set(clock() - start)
     cleanups.fileWritten(CheckpointFile(id, CheckpointId.Delta))
     id
+  }
+
+  /** The newest snapshot version known uploaded on `lineage` (a commit's parent and ancestors): `known`, or
+    * one this store uploaded since (the maintenance thread records them in `recentUploads`).
+    */
+  private def uploadedOn(lineage: Seq[CheckpointId], known: Long): Long = {
+    val onLineage = lineage.toSet
+    (known +: recentUploads.asScala.filter(onLineage.contains).map(_.version).toSeq).max
+  }
+
+  /** The catch-up snapshot: the lineage went more than `maxSnapshotLagDeltas` deltas without a snapshot known
+    * to be uploaded (maintenance did not run before the process or the provider went away, as with short
+    * availableNow runs, or uploads failed). The commit uploads what is frozen itself, on the batch's path:
+    * without it, nothing bounds the lag when every run ends before maintenance. Its cost is one snapshot
+    * upload per `maxSnapshotLagDeltas` commits at most, and none while maintenance keeps up. A failed upload
+    * does not fail the commit (its delta is written): the next commit tries again.
+    */
+  private def catchUp(id: CheckpointId): Unit = {
+    counters.catchUpSnapshots.incrementAndGet()
+    crash.at(CrashPoints.CatchUpBeforeUpload)
+    try {
+      uploadSnapshots()
+      val now = local.get
+      if (now.loaded.contains(id) && files.hasSnapshot(id))
+        local.set(now.copy(uploadedSnapshotVersion = id.version))
+    } catch {
+      case scala.util.control.NonFatal(e) =>
+        counters.catchUpFailures.incrementAndGet()
+        lastCatchUpFailure = Some(e)
+    }
+  }
+
+  /** Why the last catch-up upload failed, if it did (logged by the provider). */
+  @volatile var lastCatchUpFailure: Option[Throwable] = None
+
+  /** Deltas the loaded checkpoint stands past the newest snapshot known uploaded on its lineage (0 when
+    * nothing is loaded): what a cold restore replays at most.
+    */
+  def snapshotLag: Long = {
+    val now = local.get
+    now.loaded.filterNot(_.isEmptyState) match {
+      case Some(l) => l.version - uploadedOn(l +: now.ancestors, now.uploadedSnapshotVersion)
+      case None    => 0L
+    }
   }
 
   def abort(): Unit = {
@@ -306,7 +402,8 @@ final class LineageStore(
   /** Uploads every frozen checkpoint, oldest first; each diffed against the last completed upload. */
   def uploadSnapshots(): Int = {
     uploadsVsBlobDeletion.readLock().lock()
-    try uploadFrozen()
+    // one uploader at a time: maintenance, a commit's catch-up and a close may all try
+    try uploading.synchronized(uploadFrozen())
     finally uploadsVsBlobDeletion.readLock().unlock()
   }
 
@@ -337,6 +434,8 @@ final class LineageStore(
         counters.snapshotsUploaded.incrementAndGet()
         n += 1
       }
+      recentUploads.addFirst(next.id)
+      while (recentUploads.size > RecentUploadsKept) recentUploads.pollLast()
       cleanups.fileWritten(CheckpointFile(next.id, CheckpointId.Snapshot))
       frozen.poll()
       deleteRecursively(next.dir)
@@ -353,6 +452,20 @@ final class LineageStore(
     f.ancestors.lastOption.filter(a => !a.isEmptyState && files.hasSnapshot(a)).flatMap(cleanups.readIndex)
 
   def frozenCount: Int = frozen.size
+
+  /** Uploads the frozen snapshots before the store closes, waiting at most `timeoutMs` (0: not at all), so a
+    * store that closes (query stop, unload, executor shutdown) loses no snapshot it froze. Past the bound the
+    * upload is abandoned where it is (the thread is interrupted; its blobs are pending, swept later) and the
+    * close goes on: nothing committed is lost, the deltas hold it, and the lineage's next commits catch up
+    * (see `catchUp`). Returns the checkpoints still frozen, i.e. not uploaded.
+    */
+  def uploadBeforeClose(timeoutMs: Long): Seq[CheckpointId] = {
+    if (frozen.isEmpty || timeoutMs <= 0) return frozenIds
+    crash.at(CrashPoints.CloseBeforeUpload)
+    runWithin(timeoutMs, s"lineagestore-close-upload-${files.store}")(() => uploadSnapshots())
+    crash.at(CrashPoints.CloseAfterUpload)
+    frozenIds
+  }
 
   /** Version of the last snapshot this store uploaded or restored. */
   def lastUploadedVersion: Option[Long] = lastUploaded.map(_.checkpoint.version)
@@ -392,7 +505,8 @@ final class LineageStore(
           last.presumedSnapshotVersion,
           last.ancestors,
           db.liveSstSizes,
-          last.hashes.toMap
+          last.hashes.toMap,
+          uploadedOn(id +: last.ancestors, last.uploadedSnapshotVersion)
         )
       }.toOption
     }
@@ -402,7 +516,7 @@ final class LineageStore(
     record.foreach(CleanCloseRecord.write(localRoot, _))
   }
 
-  private[store] def frozenIds: Seq[CheckpointId] = frozen.asScala.map(_.id).toSeq
+  def frozenIds: Seq[CheckpointId] = frozen.asScala.map(_.id).toSeq
 
   /** What the current generation's hash cache holds, and the directory it describes (tests). */
   private[store] def knownHashes: (Map[String, (Long, String)], File) = (local.get.hashes.toMap, dbDir)
@@ -410,49 +524,4 @@ final class LineageStore(
 
 private[store] object LineageStore {
   private def deleteRecursively(f: File): Unit = LocalDirectories.deleteRecursively(f)
-
-  /** How often one load plans again after finding a chosen file gone (see `load`). */
-  val MaxReplans = 2
-
-  /** A file the load chose does not exist (any other damage is not something a new plan routes around). */
-  private def isMissingFile(t: Throwable): Boolean = t match {
-    case l: LineageException               => l.missing
-    case c: CorruptCheckpointFileException => c.getCause.isInstanceOf[BlobNotFoundException]
-    case _                                 => false
-  }
-
-  /** What the local DB holds, as one value.
-    *
-    * @param loaded
-    *   the checkpoint it holds; None while unknown (before the first load, or after one failed midway)
-    * @param ancestors
-    *   loaded's ancestors, newest first, back to the snapshot the lineage presumes (exclusive once that
-    *   snapshot is loaded's own freeze)
-    * @param presumedSnapshotVersion
-    *   the version of that snapshot (0: none)
-    * @param emptyAtVersion
-    *   with `loaded` the empty state: the version it stands at (0, or the version given to `loadEmpty`)
-    * @param hashes
-    *   what is known of the directory's files (one cache per generation of the directory)
-    */
-  private[store] final case class LocalState(
-      loaded: Option[CheckpointId],
-      ancestors: Seq[CheckpointId],
-      presumedSnapshotVersion: Long,
-      emptyAtVersion: Long,
-      hashes: HashCache
-  ) {
-    def version: Option[Long] = loaded.map(l => if (l.isEmptyState) emptyAtVersion else l.version)
-  }
-
-  private[store] object LocalState {
-    def Unknown(hashes: HashCache): LocalState = LocalState(None, Nil, 0, 0, hashes)
-  }
-
-  private[store] final case class Frozen(
-      id: CheckpointId,
-      ancestors: Seq[CheckpointId],
-      dir: File,
-      hashes: HashCache
-  )
 }

@@ -15,6 +15,11 @@ final class StoreCounters {
   // loads that planned again after a file they chose was cleaned meanwhile
   val loadsReplanned = new AtomicLong
   val filesDeleted = new AtomicLong
+  // commits that uploaded their lineage's snapshot themselves (lag past maxSnapshotLagDeltas), and failed to
+  val catchUpSnapshots = new AtomicLong
+  // damaged snapshots loads routed around (an older snapshot and more deltas)
+  val snapshotDetours = new AtomicLong
+  val catchUpFailures = new AtomicLong
   val lastLoadMs = new AtomicLong
   val lastCommitMs = new AtomicLong
   val lastSnapshotUploadMs = new AtomicLong

@@ -11,6 +11,7 @@ import io.lineagestore.format.DeltaCodec
 final case class StoreSettings(
     minDeltasForSnapshot: Int,
     minVersionsToRetain: Int,
+    maxSnapshotLagDeltas: Int,
     maxPendingBytes: Long,
     orphanGracePeriodMs: Long,
     orphanSweepEveryCleanups: Int,
@@ -39,6 +40,9 @@ object StoreSettings {
   ): StoreSettings = StoreSettings(
     minDeltasForSnapshot = math.max(1, minDeltasForSnapshot),
     minVersionsToRetain = math.max(1, minVersionsToRetain),
+    // below minDeltasForSnapshot every commit between two freezes would count as lagging
+    maxSnapshotLagDeltas =
+      math.max(LineageConf.MaxSnapshotLagDeltas.from(confs), math.max(1, minDeltasForSnapshot)),
     maxPendingBytes = LineageConf.MaxPendingBytes.from(confs),
     orphanGracePeriodMs = LineageConf.OrphanGracePeriodMs.from(confs),
     orphanSweepEveryCleanups = LineageConf.OrphanSweepEveryCleanups.from(confs),
@@ -71,6 +75,11 @@ object CrashPoints {
   val RestoreAfterSnapshotFiles: Step = Step("restore.after-snapshot-files")
   // a load's deltas are replayed (WAL off: only in the memtable), the checkpoint not yet marked loaded
   val RestoreAfterReplay: Step = Step("restore.after-replay")
+  // a commit whose lineage lags more than maxSnapshotLagDeltas: delta written and frozen, upload not begun
+  val CatchUpBeforeUpload: Step = Step("catch-up.before-upload")
+  // a store closing with frozen snapshots: before and after their upload
+  val CloseBeforeUpload: Step = Step("close.before-upload")
+  val CloseAfterUpload: Step = Step("close.after-upload")
   val All: Seq[Step] = Seq(
     CommitBeforeDelta,
     CommitAfterDelta,
@@ -82,7 +91,10 @@ object CrashPoints {
     CleanupAfterBlobs,
     CleanupAfterDeltas,
     RestoreAfterSnapshotFiles,
-    RestoreAfterReplay
+    RestoreAfterReplay,
+    CatchUpBeforeUpload,
+    CloseBeforeUpload,
+    CloseAfterUpload
   )
   val None: CrashPoints = (_: Step) => ()
 }

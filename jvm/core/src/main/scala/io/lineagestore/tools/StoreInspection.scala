@@ -3,7 +3,7 @@ package io.lineagestore.tools
 import scala.util.Try
 
 import io.lineagestore.format.SnapshotIndex
-import io.lineagestore.lineage.{CheckpointId, CommitLogEntry, CommittedLineage, Lineage}
+import io.lineagestore.lineage.{CheckpointId, CommitLogEntry, CommittedLineage, Lineage, LineageResolver}
 import io.lineagestore.tools.Json._
 
 /** Read-only report of one store directory against Spark's commit log: every checkpoint file with its lineage
@@ -136,6 +136,12 @@ object StoreInspection {
       "storeName" -> store.ref.storeName,
       "dir" -> store.ref.dir,
       "head" -> opt(lineage.head.map(_.toString)),
+      // deltas a cold restore of the head replays (issue 17: bounded by maxSnapshotLagDeltas); snapshots
+      // whose index cannot be read are routed around as a load would; null when no route exists
+      "snapshotLag" -> lineage.head
+        .flatMap(h => Try(LineageResolver.plan(h, None, files, unreadable.toSet).deltas.size.toLong).toOption)
+        .map(Num)
+        .getOrElse(Null),
       "chosenPath" -> arr(lineage.path.map { id =>
         obj(
           "version" -> id.version,

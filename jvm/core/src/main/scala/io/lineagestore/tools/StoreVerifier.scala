@@ -28,7 +28,9 @@ final case class VerifyResult(
     checked: Seq[(CommitLogEntry, Option[LoadPlan])],
     problems: Seq[VerifyProblem],
     filesVerified: Int,
-    bytesVerified: Long
+    bytesVerified: Long,
+    // batch -> the damaged snapshots its checkpoint loads only by routing around (as a load would)
+    detours: Map[Long, Seq[CheckpointId]] = Map.empty
 ) {
   def ok: Boolean = problems.isEmpty
 
@@ -45,7 +47,8 @@ final case class VerifyResult(
         "uniqueId" -> e.id.uniqueId,
         "base" -> plan.map(p => Str(describe(p.base))).getOrElse(Null),
         "deltas" -> plan.map(p => Num(p.deltas.size.toLong)).getOrElse(Null),
-        "ok" -> plan.isDefined
+        "ok" -> plan.isDefined,
+        "detourAround" -> strs(detours.getOrElse(e.batchId, Nil).map(_.snapshotFileName))
       )
     }),
     "problems" -> arr(
@@ -83,6 +86,7 @@ object StoreVerifier {
     val scratch = Files.createTempDirectory(scratchRoot.toPath, "verify-").toFile
     // what the scratch directory holds after the last successful restore: name -> (blob, size, sha256)
     var restored = Map.empty[String, SnapshotFile]
+    val detours = mutable.LinkedHashMap.empty[Long, Seq[CheckpointId]]
 
     def record(location: String, batch: Long)(check: => Long): Boolean = {
       needers.getOrElseUpdate(location, mutable.LinkedHashSet.empty) += batch
@@ -155,11 +159,26 @@ object StoreVerifier {
               }
               record(file, e.batchId)(throw ex)
               e -> None
-            case Right(p) =>
-              val baseOk = p.base match {
+            case Right(first) =>
+              def baseOkOf(plan: LoadPlan) = plan.base match {
                 case LoadBase.Snapshot(s) => verifySnapshot(s, e.batchId)
                 case _                    => true
               }
+              // a damaged snapshot is routed around as a load does (LineageStore.load): plan without it
+              var p = first
+              var skipped = Vector.empty[CheckpointId]
+              var baseOk = baseOkOf(p)
+              var routes = true
+              while (!baseOk && routes && skipped.size < 8) p.base match {
+                case LoadBase.Snapshot(s) =>
+                  scala.util.Try(LineageResolver.plan(id, None, files, (skipped :+ s).toSet)).toOption match {
+                    case Some(next) => skipped :+= s; p = next; baseOk = baseOkOf(next)
+                    case None       => routes = false
+                  }
+                case _ => routes = false
+              }
+              if (!baseOk) p = first
+              else if (skipped.nonEmpty) detours(e.batchId) = skipped
               val deltasOk = p.deltas.map(d => verifyDelta(d, e.batchId)).forall(identity)
               val ownOk =
                 if (p.deltas.contains(id) || !store.blobs.exists(id.deltaFileName)) true
@@ -171,7 +190,7 @@ object StoreVerifier {
       val problems = outcome.toSeq.collect { case (location, Some((file, err))) =>
         VerifyProblem(file, err, needers(location).toSeq.sorted, Some(location).filter(_ != file))
       }
-      VerifyResult(store.ref, checked, problems, verifiedFiles, verifiedBytes)
+      VerifyResult(store.ref, checked, problems, verifiedFiles, verifiedBytes, detours.toMap)
     } finally LocalDirectories.deleteRecursively(scratch)
   }
 }

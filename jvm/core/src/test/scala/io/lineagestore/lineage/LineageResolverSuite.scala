@@ -51,6 +51,17 @@ class LineageResolverSuite extends AnyFunSuite {
     assert(!plan.deltas.contains(v21a))
   }
 
+  test("an unusable snapshot counts as absent: the plan detours to an older one, or to the empty state") {
+    val dir = new Dir(baseDeltas, Set(v20, v23))
+    assert(LineageResolver.plan(v23, None, dir).base == LoadBase.Snapshot(v23))
+    val older = LineageResolver.plan(v23, None, dir, unusable = Set(v23))
+    assert(older.base == LoadBase.Snapshot(v20) && older.deltas == Seq(v21, v22, v23))
+    val (c1, c2, c3) = (c(1, "a"), c(2, "b"), c(3, "c"))
+    val young = new Dir(Map(c1 -> Nil, c2 -> Seq(c1), c3 -> Seq(c2, c1)), Set(c2))
+    val empty = LineageResolver.plan(c3, None, young, unusable = Set(c2))
+    assert(empty.base == LoadBase.Empty && empty.deltas == Seq(c1, c2, c3))
+  }
+
   test("example 3: presumed snapshot missing, keep tracing lineage through the older delta") {
     val dir = new Dir(baseDeltas, Set(v20, v23b))
     val plan = LineageResolver.plan(v24, None, dir)

@@ -128,10 +128,12 @@ object CrashWorkload {
   val Retain = 3
   private val pool = Executors.newFixedThreadPool(2)
 
-  // snapshots, clean-ups and sweeps every few commits, so that every step is reached in a short workload
+  // snapshots, clean-ups and sweeps every few commits, so that every step is reached in a short workload;
+  // the writer never runs maintenance's upload, so its lineage lags and every fourth commit catches up
   def settings: StoreSettings =
     StoreSettings.Default.copy(
       minDeltasForSnapshot = 2,
+      maxSnapshotLagDeltas = 3,
       minVersionsToRetain = Retain,
       orphanGracePeriodMs = 0,
       orphanSweepEveryCleanups = 1
@@ -201,11 +203,13 @@ object CrashWorkload {
       if (v % 3 == 0) { // another executor restores the store cold: a snapshot's files, then deltas replayed
         deleteRecursively(new File(root, "child-restore"))
         val restorer = newStore(remote, new File(root, "child-restore"), crash)
-        try restorer.load(head)
-        finally restorer.close()
+        try {
+          restorer.load(head)
+          restorer.freezeNow() // a store that closes with a frozen snapshot uploads it first
+          restorer.uploadBeforeClose(60000)
+        } finally restorer.close()
       }
       store.load(head) // the next batch starts from what the driver committed
-      store.uploadSnapshots()
       store.cleanup()
     }
     Runtime.getRuntime.halt(0)

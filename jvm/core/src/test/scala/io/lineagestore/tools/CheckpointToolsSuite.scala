@@ -120,6 +120,7 @@ class CheckpointToolsSuite extends AnyFunSuite with BeforeAndAfterEach {
       log.map(e => s"${e.batchId} ${e.id.version} ${e.id.uniqueId}").mkString("\n")
     )
     assert(json.contains(""""head": "6_c6""""))
+    assert(json.contains(""""snapshotLag": 0"""), json.take(300)) // the head has its own snapshot
     assert(json.contains(""""version": 4, "uniqueId": "x4", "status": "orphan""""))
     assert(json.contains(""""version": 5, "uniqueId": "c5", "status": "committed", "batchId": 4"""))
     assert(json.contains(""""name": "stray.sst", "bytes": 8"""))
@@ -128,6 +129,13 @@ class CheckpointToolsSuite extends AnyFunSuite with BeforeAndAfterEach {
     // the snapshot at 4 references the blob uploaded for 2 (same SST content): shared
     assert((blobsOf(c(2)) intersect blobsOf(c(4))).nonEmpty)
     assert(!json.contains(""""sharedBlobs": 0,"""))
+  }
+
+  test("inspect shows the head's snapshot lag: deltas a cold restore replays past the newest snapshot") {
+    val log = writeStore()
+    Files.delete(new File(storeDir, c(6).snapshotFileName).toPath)
+    val lines = log.map(e => s"${e.batchId} ${e.id.version} ${e.id.uniqueId}").mkString("\n")
+    assert(CheckpointTools.inspectStore(ref.dir, 0, 0, "default", lines).contains(""""snapshotLag": 2"""))
   }
 
   test("a repartitioned store: inspect marks the fresh start, verify passes, gc keeps what loads need") {
@@ -207,6 +215,18 @@ class CheckpointToolsSuite extends AnyFunSuite with BeforeAndAfterEach {
     assert(r.problems.map(_.file).exists(_.endsWith("5_c5.delta")), r.problems)
     assert(r.problems.head.batches == Seq(4L))
     assert(r.toJson.render.contains(""""ok": false"""))
+  }
+
+  test("verify shows the checkpoints that load only by a detour around a damaged snapshot, and names it") {
+    val log = writeStore()
+    val zip = new File(storeDir, c(6).snapshotFileName)
+    Files.deleteIfExists(new File(storeDir, s".${zip.getName}.crc").toPath)
+    Files.write(zip.toPath, Files.readAllBytes(zip.toPath).take(40))
+    val r = ToolStore.using(ref)(s => StoreVerifier.verify(s, log, tmp))
+    assert(r.detours == Map(5L -> Seq(c(6))))
+    assert(r.checked.forall(_._2.isDefined)) // every checkpoint still loads
+    assert(r.problems.map(_.file).exists(_.endsWith(c(6).snapshotFileName)))
+    assert(r.toJson.render.contains(s""""detourAround": ["${c(6).snapshotFileName}"]"""))
   }
 
   test("verify names a deleted shared blob") {

@@ -21,6 +21,17 @@ private[spark] object LineageMetrics {
   val PendingSnapshots = sum("lineagestorePendingSnapshots", "frozen snapshots waiting for upload (lag)")
   val PendingBlobs =
     sum("lineagestorePendingBlobs", "shared blobs no snapshot references yet (uploads in flight, leftovers)")
+  val SnapshotLag = sum(
+    "lineagestoreSnapshotLag",
+    "deltas past the newest uploaded snapshot of each store's lineage (what a cold restore replays)"
+  )
+  val CatchUpSnapshots =
+    sum("lineagestoreCatchUpSnapshots", "commits that uploaded a snapshot themselves (lag past the bound)")
+  val SnapshotDetours =
+    sum(
+      "lineagestoreSnapshotDetours",
+      "damaged snapshots loads routed around (older snapshot and more deltas)"
+    )
   val DeltaBytes = sum("lineagestoreDeltaBytes", "uncommitted bytes written by the last commit")
   val LoadMs = timing("lineagestoreLoadMs", "time to load the version a batch started from")
   val CommitMs = timing("lineagestoreCommitMs", "time to commit (delta upload + local apply)")
@@ -38,6 +49,9 @@ private[spark] object LineageMetrics {
     FilesDeleted,
     PendingSnapshots,
     PendingBlobs,
+    SnapshotLag,
+    CatchUpSnapshots,
+    SnapshotDetours,
     DeltaBytes,
     LoadMs,
     CommitMs,
@@ -60,6 +74,9 @@ private[spark] object LineageMetrics {
       FilesDeleted -> c.filesDeleted.get,
       PendingSnapshots -> store.frozenCount.toLong,
       PendingBlobs -> store.pendingBlobs.count.toLong,
+      SnapshotLag -> store.snapshotLag,
+      CatchUpSnapshots -> c.catchUpSnapshots.get,
+      SnapshotDetours -> c.snapshotDetours.get,
       DeltaBytes -> c.lastDeltaBytes.get,
       LoadMs -> c.lastLoadMs.get,
       CommitMs -> c.lastCommitMs.get,

@@ -234,7 +234,9 @@ private[spark] class LineageStateStore(
 
   override def commit(): Long = provider.synchronized {
     checkWritable("commit")
+    val catchUpsBefore = store.counters.catchUpSnapshots.get
     val newId = store.commit(CheckpointId.newUniqueId())
+    provider.afterCommit(newId, catchUpsBefore)
     if (forceSnapshotOnCommit) store.freezeNow()
     committedId = Some(newId)
     state = LineageStateStore.Committed

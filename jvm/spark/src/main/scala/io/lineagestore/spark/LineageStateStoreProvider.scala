@@ -49,6 +49,7 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
   private var localLease: LocalLease = _
   private var transferPool: ExecutorService = _
   private var hadoopConf: Configuration = _
+  private var closeUploadTimeoutMs: Long = 0L
   private val encoders = TrieMap.empty[String, StateEncoders]
   @volatile private var schemaProvider: Option[StateSchemaProvider] = None
   private val ownership = new StoreOwnership(() => s"state store $storeId", OwnershipTimeoutMs)
@@ -97,6 +98,7 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
     val identity = StoreIdentity(stateStoreId.operatorId, stateStoreId.partitionId, stateStoreId.storeName)
     val settings =
       StoreSettings.from(confs, storeConfs.minDeltasForSnapshot, storeConfs.minVersionsToRetain)
+    closeUploadTimeoutMs = LineageConf.CloseUploadTimeoutMs.from(confs)
     try
       store = new LineageStore(
         new CheckpointFiles(
@@ -114,6 +116,7 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
         localLease.release()
         throw t
     }
+    LineageStateStoreProvider.ShutdownUploads.register(this)
   }
 
   private[spark] def lineageStore: LineageStore = store
@@ -219,6 +222,27 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
     }
     val plan = store.load(target)
     logInfo(s"lineagestore $storeId loaded $target from ${plan.base} replaying ${plan.deltas.size} deltas")
+    store.lastDetours.foreach { d =>
+      logWarning(s"lineagestore $storeId: loading $target routed around a damaged snapshot: $d")
+    }
+  }
+
+  /** After a commit: a lineage past the lag bound made the commit upload its snapshot (see
+    * `LineageStore.catchUp`); say so, and why if that failed.
+    */
+  private[spark] def afterCommit(id: CheckpointId, catchUpsBefore: Long): Unit = {
+    val c = store.counters
+    if (c.catchUpSnapshots.get > catchUpsBefore) {
+      val failure = store.lastCatchUpFailure.filter(_ => c.catchUpFailures.get > 0)
+      logWarning(
+        s"lineagestore $storeId: the lineage of $id had no uploaded snapshot for more than " +
+          s"${LineageConf.MaxSnapshotLagDeltas.key} deltas (maintenance did not upload before the query or " +
+          "executor stopped); the commit uploaded one itself" + failure.fold(
+            ", lag now " + store.snapshotLag
+          )(e => s", which failed ($e); the next commit tries again")
+      )
+      store.lastCatchUpFailure = None
+    }
   }
 
   /** Without a unique ID (a reader that does not pass one), the version must have exactly one attempt. */
@@ -286,10 +310,39 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
 
   override def doCleanupMaintenance(): Unit = if (store != null) store.cleanup()
 
+  /** Uploads the frozen snapshots within `closeUploadTimeoutMs` (close, and the executor's shutdown hook). */
+  private[spark] def uploadBeforeClose(): Unit = {
+    val s = store
+    if (s == null) return
+    val left =
+      try s.uploadBeforeClose(closeUploadTimeoutMs)
+      catch {
+        case e: Exception =>
+          logWarning(s"lineagestore $storeId: snapshot upload before close failed", e)
+          s.frozenIds
+      }
+    if (left.nonEmpty) {
+      logWarning(
+        s"lineagestore $storeId closes with ${left.size} snapshot(s) not uploaded (${left.mkString(", ")}) " +
+          s"after waiting up to $closeUploadTimeoutMs ms (${LineageConf.CloseUploadTimeoutMs.key}): nothing " +
+          "committed is lost (the deltas hold it); the lineage's next commits upload a catch-up snapshot"
+      )
+    }
+  }
+
+  /** The shutdown hook's clean-up, which maintenance would have run: a process that never lives one
+    * `maintenanceInterval` (short availableNow runs) still has its retention. Skipped while snapshots are
+    * still frozen (their upload failed or ran out of time).
+    */
+  private[spark] def cleanUpBeforeExit(): Unit = {
+    val s = store
+    if (s != null && s.frozenCount == 0) s.cleanup()
+  }
+
   override def close(): Unit = synchronized {
+    LineageStateStoreProvider.ShutdownUploads.unregister(this)
     if (store != null) {
-      try store.uploadSnapshots()
-      catch { case e: Exception => logWarning(s"lineagestore $storeId: snapshot upload on close failed", e) }
+      uploadBeforeClose()
       store.close()
       store = null
     }
@@ -310,6 +363,34 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
 
 private object LineageStateStoreProvider {
   val OwnershipTimeoutMs: Long = 120000L
+
+  /** Spark closes no provider when its process ends (SparkContext.stop and JVM exit leave
+    * `StateStore.loadedProviders` as they are; only maintenance, `unload` and `StateStore.stop` close them),
+    * so the snapshots frozen since the last maintenance would die with an executor or a short availableNow
+    * driver. One JVM shutdown hook uploads them, each store within its `closeUploadTimeoutMs`. It runs before
+    * Hadoop closes its filesystems (priority 10) and after Spark's own hooks (50).
+    */
+  object ShutdownUploads {
+    private val open = java.util.concurrent.ConcurrentHashMap.newKeySet[LineageStateStoreProvider]()
+    private lazy val installed: Unit =
+      org.apache.hadoop.util.ShutdownHookManager
+        .get()
+        .addShutdownHook(
+          { () =>
+            // every upload first: a provider of an earlier run may still hold a frozen snapshot that a newer
+            // provider's clean-up would otherwise see appear after it ran
+            open.forEach(p => scala.util.Try(p.uploadBeforeClose()))
+            open.forEach(p => scala.util.Try(p.cleanUpBeforeExit()))
+          },
+          30,
+          // Hadoop cuts a hook short at its timeout: the stores' own bounds apply within it
+          10L * 60 * 1000,
+          java.util.concurrent.TimeUnit.MILLISECONDS
+        )
+
+    def register(p: LineageStateStoreProvider): Unit = { installed; open.add(p) }
+    def unregister(p: LineageStateStoreProvider): Unit = open.remove(p)
+  }
 
   // executor-wide: eviction lists every local store directory, so providers starting together share one run
   private val lastEviction = new java.util.concurrent.atomic.AtomicLong(Long.MinValue)

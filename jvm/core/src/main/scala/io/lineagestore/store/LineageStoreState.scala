@@ -1,0 +1,104 @@
+package io.lineagestore.store
+
+import java.io.File
+
+import io.lineagestore.format.CorruptCheckpointFileException
+import io.lineagestore.lineage.{CheckpointId, LineageException}
+import io.lineagestore.storage.BlobNotFoundException
+
+/** The values [[LineageStore]] keeps and the rules it applies to failures, apart from its sequencing. */
+private[store] object LineageStoreState {
+
+  /** How often one load plans again after finding a chosen file gone (see `load`). */
+  val MaxReplans = 2
+
+  /** How many damaged snapshots one load routes around before it gives up. */
+  val MaxDetours = 8
+
+  /** Restoring snapshot `id` failed on a damaged or missing file of it (zip, INDEX or SST). A zip that is
+    * missing is not damage: clean-up deleted it after the plan was made (see `load`), and a new plan will not
+    * choose it.
+    */
+  final case class DamagedSnapshot(id: CheckpointId, cause: CorruptCheckpointFileException)
+      extends RuntimeException(cause)
+  object DamagedSnapshot {
+    def of(id: CheckpointId, t: Throwable, zip: String): Throwable =
+      Iterator.iterate(t)(_.getCause).takeWhile(_ != null).collectFirst {
+        case c: CorruptCheckpointFileException => c
+      } match {
+        case Some(c) if !(c.file == zip && c.getCause.isInstanceOf[BlobNotFoundException]) =>
+          DamagedSnapshot(id, c)
+        case _ => t
+      }
+  }
+
+  /** Uploads remembered for crediting a lineage (a lineage descends from at most a few recent freezes). */
+  val RecentUploadsKept = 16
+
+  /** A file the load chose does not exist (any other damage is not something a new plan routes around). */
+  def isMissingFile(t: Throwable): Boolean = t match {
+    case l: LineageException               => l.missing
+    case c: CorruptCheckpointFileException => c.getCause.isInstanceOf[BlobNotFoundException]
+    case _                                 => false
+  }
+
+  /** What the local DB holds, as one value.
+    *
+    * @param loaded
+    *   the checkpoint it holds; None while unknown (before the first load, or after one failed midway)
+    * @param ancestors
+    *   loaded's ancestors, newest first, back to the snapshot the lineage presumes (exclusive once that
+    *   snapshot is loaded's own freeze)
+    * @param presumedSnapshotVersion
+    *   the version of that snapshot (0: none)
+    * @param emptyAtVersion
+    *   with `loaded` the empty state: the version it stands at (0, or the version given to `loadEmpty`)
+    * @param hashes
+    *   what is known of the directory's files (one cache per generation of the directory)
+    * @param uploadedSnapshotVersion
+    *   the newest snapshot of loaded's lineage known to be uploaded (0: none known); the presumed one may
+    *   still be frozen, or lost with a process that ended before uploading it
+    */
+  private[store] final case class LocalState(
+      loaded: Option[CheckpointId],
+      ancestors: Seq[CheckpointId],
+      presumedSnapshotVersion: Long,
+      emptyAtVersion: Long,
+      hashes: HashCache,
+      uploadedSnapshotVersion: Long
+  ) {
+    def version: Option[Long] = loaded.map(l => if (l.isEmptyState) emptyAtVersion else l.version)
+  }
+
+  private[store] object LocalState {
+    def Unknown(hashes: HashCache): LocalState = LocalState(None, Nil, 0, 0, hashes, 0)
+  }
+
+  private[store] final case class Frozen(
+      id: CheckpointId,
+      ancestors: Seq[CheckpointId],
+      dir: File,
+      hashes: HashCache
+  )
+
+  /** Runs `upload` on its own thread and waits at most `timeoutMs` for it; past that the thread is
+    * interrupted and left to end (a transfer in flight ends when the transfer pool shuts down).
+    */
+  def runWithin(timeoutMs: Long, name: String)(upload: () => Unit): Unit = {
+    val done = new java.util.concurrent.CompletableFuture[Unit]()
+    val uploader = new Thread(
+      () =>
+        try done.complete(upload())
+        catch { case t: Throwable => done.completeExceptionally(t) },
+      name
+    )
+    uploader.setDaemon(true)
+    uploader.start()
+    try done.get(timeoutMs, java.util.concurrent.TimeUnit.MILLISECONDS)
+    catch {
+      case _: java.util.concurrent.TimeoutException   => uploader.interrupt()
+      case e: java.util.concurrent.ExecutionException => throw e.getCause
+      case e: InterruptedException                    => uploader.interrupt(); throw e
+    }
+  }
+}
