@@ -131,12 +131,13 @@ final class LineageStore(
               case _ if replans < MaxReplans && isMissingFile(t) =>
                 counters.loadsReplanned.incrementAndGet()
                 null
-              case l: LineageException if skipped.nonEmpty =>
+              // routed around a damaged snapshot into a file that is not there: the damage is the cause
+              case _ if skipped.nonEmpty && isMissingFile(t) =>
                 val (id, first) = skipped.head
                 throw new CorruptCheckpointFileException(
                   first.file,
                   s"${first.detail}, and no other route rebuilds $target without snapshot $id " +
-                    s"(${l.getMessage})",
+                    s"(${t.getMessage})",
                   first
                 )
               case _ => throw t
