@@ -85,10 +85,15 @@ def test_fault_steps_are_the_jvm_crash_points():
     ).read_text()
     declared = re.findall(r'Step\("([a-z.-]+)"\)', scala)
     assert tuple(declared) == faults.ALL_STEPS
-    assert (
-        faults.ALL_STEPS
-        == faults.COMMIT_STEPS + faults.SNAPSHOT_STEPS + faults.CLEANUP_STEPS + faults.RESTORE_STEPS
+    groups = (
+        faults.COMMIT_STEPS
+        + faults.SNAPSHOT_STEPS
+        + faults.CLEANUP_STEPS
+        + faults.RESTORE_STEPS
+        + faults.CATCH_UP_STEPS
+        + faults.CLOSE_STEPS
     )
+    assert faults.ALL_STEPS == groups
     with pytest.raises(ValueError, match="unknown step"):
         with faults.fail_once_at(None, "commit.later", "/tmp/x"):
             pass

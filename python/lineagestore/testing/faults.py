@@ -56,7 +56,9 @@ COMMIT_STEPS = ("commit.before-delta", "commit.after-delta", "commit.after-local
 SNAPSHOT_STEPS = ("snapshot.after-freeze", "snapshot.after-blobs", "snapshot.after-zip")
 CLEANUP_STEPS = ("cleanup.after-zips", "cleanup.after-blobs", "cleanup.after-deltas")
 RESTORE_STEPS = ("restore.after-snapshot-files", "restore.after-replay")
-ALL_STEPS = COMMIT_STEPS + SNAPSHOT_STEPS + CLEANUP_STEPS + RESTORE_STEPS
+CATCH_UP_STEPS = ("catch-up.before-upload",)
+CLOSE_STEPS = ("close.before-upload", "close.after-upload")
+ALL_STEPS = COMMIT_STEPS + SNAPSHOT_STEPS + CLEANUP_STEPS + RESTORE_STEPS + CATCH_UP_STEPS + CLOSE_STEPS
 
 _V2 = re.compile(r"^(\d+)_([A-Za-z0-9-]{1,64})\.(delta|zip)$")
 
