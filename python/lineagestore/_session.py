@@ -138,17 +138,22 @@ def _check_format_version(builder: Any) -> None:
 
 
 LISTENERS_KEY = "spark.sql.streaming.streamingQueryListeners"
-# Says at query start when a restarted checkpoint keeps another provider (Spark's notice is a WARN).
+# The driver-side listeners lineagestore adds: the provider check says at query start when a restarted
+# checkpoint keeps another provider (Spark's notice is a WARN); the snapshot-lag listener names the stores
+# whose snapshot lag is worst after each batch (a WARN past maxSnapshotLagDeltas).
 PROVIDER_CHECK_LISTENER = "io.lineagestore.spark.ProviderCheckListener"
+SNAPSHOT_LAG_LISTENER = "io.lineagestore.spark.SnapshotLagListener"
+LINEAGE_LISTENERS = (PROVIDER_CHECK_LISTENER, SNAPSHOT_LAG_LISTENER)
 
 
 def _add_listener(builder: Any) -> Any:
-    """Append the provider check to the builder's query listeners, keeping the user's own."""
+    """Append lineagestore's query listeners to the builder's, keeping the user's own."""
     existing = (getattr(builder, "_options", {}) or {}).get(LISTENERS_KEY, "")
     listeners = [x.strip() for x in str(existing).split(",") if x.strip()]
-    if PROVIDER_CHECK_LISTENER in listeners:
+    missing = [x for x in LINEAGE_LISTENERS if x not in listeners]
+    if not missing:
         return builder
-    return builder.config(LISTENERS_KEY, ",".join([*listeners, PROVIDER_CHECK_LISTENER]))
+    return builder.config(LISTENERS_KEY, ",".join([*listeners, *missing]))
 
 
 def provided_jar(builder: Any) -> str | None:

@@ -1,10 +1,13 @@
 package io.lineagestore.spark
 
 import org.apache.spark.sql.execution.streaming.state._
+import org.apache.spark.sql.execution.streaming.state.lineagestore.SnapshotLagInstanceMetric
 
 import io.lineagestore.store.LineageStore
 
-/** Custom metrics reported in StreamingQueryProgress (stateOperators[].customMetrics). */
+/** Custom metrics reported in StreamingQueryProgress (stateOperators[].customMetrics): summed over an
+  * operator's stores. One instance metric, the snapshot lag of each store, names the worst stores there too.
+  */
 private[spark] object LineageMetrics {
   private def sum(name: String, desc: String) = StateStoreCustomSumMetric(name, desc)
   private def timing(name: String, desc: String) = StateStoreCustomTimingMetric(name, desc)
@@ -58,7 +61,9 @@ private[spark] object LineageMetrics {
     SnapshotUploadMs
   )
 
-  def of(store: LineageStore): StateStoreMetrics = {
+  val instance: Seq[StateStoreInstanceMetric] = Seq(SnapshotLagInstanceMetric())
+
+  def of(store: LineageStore, id: StateStoreId): StateStoreMetrics = {
     val c = store.counters
     val counts = store.columnFamilies.counts
     val userKeys = counts.filter { case (name, _) => !name.startsWith("$") }.values.sum
@@ -82,6 +87,8 @@ private[spark] object LineageMetrics {
       CommitMs -> c.lastCommitMs.get,
       SnapshotUploadMs -> c.lastSnapshotUploadMs.get
     )
-    StateStoreMetrics(userKeys, store.approximateMemoryBytes, custom, Map.empty)
+    val perStore: Map[StateStoreInstanceMetric, Long] =
+      Map(SnapshotLagInstanceMetric().withNewId(id.partitionId, id.storeName) -> store.snapshotLag)
+    StateStoreMetrics(userKeys, store.approximateMemoryBytes, custom, perStore)
   }
 }

@@ -242,6 +242,7 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
           )(e => s", which failed ($e); the next commit tries again")
       )
       store.lastCatchUpFailure = None
+      reportUploads(store)
     }
   }
 
@@ -301,10 +302,28 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
     doCleanupMaintenance()
   }
 
-  override def doSnapshotMaintenance(): Unit = if (store != null) {
-    val uploaded = store.uploadSnapshots()
-    if (uploaded > 0 && storeConf.reportSnapshotUploadLag) {
-      store.lastUploadedVersion.foreach(v => SnapshotReporting.reportUploaded(storeId, hadoopConf, v))
+  override def doSnapshotMaintenance(): Unit = {
+    val s = store
+    if (s != null && s.uploadSnapshots() > 0) reportUploads(s)
+  }
+
+  // the newest upload told to Spark's state store coordinator (task, maintenance and shutdown threads
+  // report; the atomic max keeps a late report of an older upload from being sent)
+  private val reportedUpload = new java.util.concurrent.atomic.AtomicLong(-1L)
+
+  /** Tells Spark's state store coordinator of this store's newest snapshot upload, whichever path made it
+    * (maintenance, a catch-up commit, close, the shutdown hook): the coordinator's lag detection, which names
+    * lagging stores in the driver log, would otherwise count a store whose snapshots all came from a catch-up
+    * or a close as never uploading. A report that cannot be sent (the driver gone at exit) is dropped: it is
+    * a report, never a reason to fail.
+    */
+  private def reportUploads(s: LineageStore): Unit = if (storeConf.reportSnapshotUploadLag) {
+    s.lastUploadedVersion.foreach { v =>
+      if (reportedUpload.getAndAccumulate(v, (a: Long, b: Long) => math.max(a, b)) < v) {
+        scala.util.Try(SnapshotReporting.reportUploaded(storeId, hadoopConf, v)).failed.foreach { e =>
+          logDebug(s"lineagestore $storeId: could not report the upload of version $v to the coordinator", e)
+        }
+      }
     }
   }
 
@@ -321,6 +340,7 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
           logWarning(s"lineagestore $storeId: snapshot upload before close failed", e)
           s.frozenIds
       }
+    reportUploads(s)
     if (left.nonEmpty) {
       logWarning(
         s"lineagestore $storeId closes with ${left.size} snapshot(s) not uploaded (${left.mkString(", ")}) " +
@@ -353,7 +373,9 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
 
   override def supportedCustomMetrics: Seq[StateStoreCustomMetric] = LineageMetrics.all
 
-  private[spark] def metricsOf(s: LineageStateStore): StateStoreMetrics = LineageMetrics.of(store)
+  override def supportedInstanceMetrics: Seq[StateStoreInstanceMetric] = LineageMetrics.instance
+
+  private[spark] def metricsOf(s: LineageStateStore): StateStoreMetrics = LineageMetrics.of(store, storeId)
 
   /** A family removed (or created anew) must not keep the encoders of its old schema. */
   private[spark] def forgetColumnFamily(name: String): Unit = encoders.remove(name)

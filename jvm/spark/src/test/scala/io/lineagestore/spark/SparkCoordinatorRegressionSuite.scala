@@ -98,4 +98,53 @@ class SparkCoordinatorRegressionSuite extends AnyFunSuite with BeforeAndAfterAll
       }
     } finally q.stop()
   }
+
+  test("each store's snapshot lag is in the progress by name, and the lag listener names the worst stores") {
+    val session = spark
+    import session.implicits._
+    val input = MemoryStream[(String, Int)](session)
+    val write: (Dataset[(String, Long, Long, Boolean)], Long) => Unit = (ds, _) => ds.collect()
+    val q = input
+      .toDS()
+      .groupByKey(_._1)
+      .flatMapGroupsWithState(OutputMode.Update(), GroupStateTimeout.NoTimeout())(
+        GroupStateFunctions.countAndSum
+      )
+      .writeStream
+      .option("checkpointLocation", new File(tmp, "cp-lag").getAbsolutePath)
+      .outputMode(OutputMode.Update())
+      .foreachBatch(write)
+      .start()
+    try {
+      (1 to 3).foreach { i =>
+        input.addData((s"a$i", 1), (s"b$i", 2), (s"c$i", 3))
+        q.processAllAvailable()
+      }
+      val progress = q.lastProgress
+      val lags = SnapshotLagListener.lags(progress)
+      // the metrics are taken right after a commit, whose own delta is past any uploaded snapshot: both
+      // stores lag by at least 1, and far less than the bound
+      assert(lags.map(_.store).toSet == Set("partition_0_default", "partition_1_default"), progress.json)
+      assert(lags.forall(l => l.lag >= 1 && l.lag <= 20 && l.operator == 0), lags)
+      assert(lags.map(_.lag) == lags.map(_.lag).sorted.reverse, "worst first")
+      val summed = progress.stateOperators(0).customMetrics.get(LineageMetrics.SnapshotLag.name)
+      assert(lags.map(_.lag).sum == summed.longValue)
+
+      val bound = SnapshotLagListener.boundOf(spark)
+      assert(bound == 20) // maxSnapshotLagDeltas' default, above minDeltasForSnapshot (2) here
+      val info = SnapshotLagListener.report(progress, bound).get
+      assert(
+        !info.pastBound && info.text.contains("partition_0_default") && info.text.contains(
+          "partition_1_default"
+        )
+      )
+      val past = SnapshotLagListener.report(progress, 0).get
+      assert(past.pastBound, past)
+      assert(past.text.contains("2 state store(s) past the snapshot lag bound"), past.text)
+      assert(
+        past.text.contains("spark.sql.streaming.stateStore.lineagestore.maxSnapshotLagDeltas=0"),
+        past.text
+      )
+    } finally q.stop()
+  }
 }
