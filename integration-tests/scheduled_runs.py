@@ -1,65 +1,74 @@
-"""One process running a count aggregation as ``runs`` short availableNow runs, for test_scheduled_runs.
+"""One process running a count aggregation as ``runs`` short availableNow runs, for test_scheduled_runs and
+bench/scheduled_runs_compare.py.
 
 Spark's maintenance thread never runs here (maintenanceInterval 1h), as in a short scheduled run whose
 process ends first: every snapshot must come from lineagestore itself (catch-up on commit, upload at exit).
-Prints two JSON lines per run: the custom metrics of the stateful operator (a list), and the newest
-snapshot version Spark's state store coordinator was told of per partition (``{"coordinator": [...]}``).
+Prints two JSON lines per run: the custom metrics of the stateful operator (a list), then
+``{"coordinator": [...], "addBatchMs": n}``: the newest snapshot version Spark's state store coordinator was
+told of per partition in that run (None: none), and the time of the run's last batch.
 
-    python scheduled_runs.py <root> <runs> <provider class> [key=value ...]
+    python scheduled_runs.py ROOT RUNS PROVIDER_CLASS [KEY=VALUE ...] [--checkpoint URI] [--first-run N]
+
+ROOT holds the input files (written here, one per run); the checkpoint is ROOT/checkpoint unless
+``--checkpoint`` names another (``s3a://...``). ``--first-run`` numbers the runs from N (a later process
+continuing the same query writes new input). KEY=VALUE pairs are Spark settings (``spark.master=...``).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from pathlib import Path
 
+PARTITIONS = 2
 
-def coordinator_uploads(spark, root: str, run_id) -> list:
-    """The newest snapshot version Spark's state store coordinator heard of, per partition, in this run
-    (``None``: none)."""
+
+def coordinator_uploads(spark, checkpoint: str, run_id) -> list:
+    """The newest snapshot version Spark's state store coordinator heard of, per partition, in this run."""
     jvm = spark.sparkContext._jvm
     state = jvm.org.apache.spark.sql.execution.streaming.state
     coordinator = spark._jsparkSession.streams().stateStoreCoordinator()
-    location = "file:" + str((Path(root) / "checkpoint" / "state").resolve())
+    location = checkpoint if "://" in checkpoint else "file:" + str(Path(checkpoint).resolve())
     run = jvm.java.util.UUID.fromString(str(run_id))
     out = []
-    for part in range(2):
-        store = state.StateStoreId(location, 0, part, "default")
+    for part in range(PARTITIONS):
+        store = state.StateStoreId(location + "/state", 0, part, "default")
         known = coordinator.getLatestSnapshotVersionForTesting(state.StateStoreProviderId(store, run))
         out.append(known.get() if known.isDefined() else None)
     return out
 
 
-def query_run_id(spark):
-    """The run ID of the active query (one at a time here)."""
-    return next(q.runId for q in spark.streams.active)
-
-
 def main() -> None:
-    root, runs, provider, *extra = sys.argv[1:]
+    ap = argparse.ArgumentParser()
+    ap.add_argument("root", type=Path)
+    ap.add_argument("runs", type=int)
+    ap.add_argument("provider")
+    ap.add_argument("conf", nargs="*", help="KEY=VALUE Spark settings")
+    ap.add_argument("--checkpoint")
+    ap.add_argument("--first-run", type=int, default=0)
+    args = ap.parse_args()
     from pyspark.sql import SparkSession
 
     import lineagestore
 
     builder = (
         SparkSession.builder.master("local[2]")
-        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.shuffle.partitions", str(PARTITIONS))
         .config("spark.ui.enabled", "false")
         .config("spark.sql.streaming.stateStore.maintenanceInterval", "1h")
-        .config("spark.sql.streaming.stateStore.providerClass", provider)
+        .config("spark.sql.streaming.stateStore.providerClass", args.provider)
         .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
     )
-    for kv in extra:
+    for kv in args.conf:
         key, value = kv.split("=", 1)
         builder = builder.config(key, value)
     spark = lineagestore.configure(builder).getOrCreate()
-    spark.conf.set("spark.sql.streaming.stateStore.providerClass", provider)
+    spark.conf.set("spark.sql.streaming.stateStore.providerClass", args.provider)
     spark.sparkContext.setLogLevel("ERROR")
-    inp = Path(root) / "in"
-    checkpoint = str(Path(root) / "checkpoint")
+    inp = args.root / "in"
     inp.mkdir(parents=True, exist_ok=True)
-    for i in range(int(runs)):
+    checkpoint = args.checkpoint or str(args.root / "checkpoint")
+    for i in range(args.first_run, args.first_run + args.runs):
         rows = (json.dumps({"k": (i * 7 + j) % 40, "v": i}) for j in range(100))
         (inp / f"part-{i:04d}.json").write_text("\n".join(rows))
         df = spark.readStream.schema("k INT, v INT").json(str(inp)).groupBy("k").count()
@@ -68,7 +77,8 @@ def main() -> None:
         def batch(out, _batch_id, told=told):
             out.collect()  # runs the batch: its commits, and their reports (synchronous RPCs), are done
             # read while the query runs: the coordinator forgets a run's stores when the run ends
-            told.append(coordinator_uploads(spark, root, query_run_id(spark)))
+            run_id = next(q.runId for q in spark.streams.active)  # one query at a time here
+            told.append(coordinator_uploads(spark, checkpoint, run_id))
 
         query = (
             df.writeStream.outputMode("update")
@@ -78,9 +88,14 @@ def main() -> None:
             .start()
         )
         query.awaitTermination()
-        ops = [op for p in query.recentProgress for op in json.loads(p.json).get("stateOperators", [])]
+        progress = [json.loads(p.json) for p in query.recentProgress]
+        ops = [op for p in progress for op in p.get("stateOperators", [])]
         print(json.dumps([op.get("customMetrics", {}) for op in ops]), flush=True)
-        print(json.dumps({"coordinator": told[-1] if told else [None, None]}), flush=True)
+        last = {
+            "coordinator": told[-1] if told else [None] * PARTITIONS,
+            "addBatchMs": progress[-1]["durationMs"].get("addBatch") if progress else None,
+        }
+        print(json.dumps(last), flush=True)
     # no spark.stop(), no wait: the process ends as a scheduled run's does
 
 
