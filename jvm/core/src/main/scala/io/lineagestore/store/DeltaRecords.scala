@@ -5,7 +5,7 @@ import java.util.Arrays
 import org.rocksdb.WriteBatch
 
 import io.lineagestore.engine.{Change, ListMerge, PendingWrites}
-import io.lineagestore.format.{DeltaFile, DeltaRecordKind}
+import io.lineagestore.format.{DeltaFile, DeltaRecordKind, FamilyKeys}
 import io.lineagestore.lineage.CheckpointId
 
 /** Between a batch's changes and a delta file's records, both ways. Merges (list appends) are written as
@@ -24,6 +24,21 @@ private[store] object DeltaRecords {
       case (k, Change.Delete)   => w.delete(k)
       case (k, Change.Merge(e)) => w.merge(k, e)
     }
+
+  /** The records of family `cf` in the verified delta `id`, as (checkpoint, kind, user key, value); all read
+    * and verified before any is returned.
+    */
+  def ofFamily(
+      files: CheckpointFiles,
+      id: CheckpointId,
+      cf: Int
+  ): Seq[(CheckpointId, DeltaRecordKind, Array[Byte], Array[Byte])] = {
+    val records = Seq.newBuilder[(CheckpointId, DeltaRecordKind, Array[Byte], Array[Byte])]
+    files.readDelta(id) { (kind, k, v) =>
+      if (FamilyKeys.isIn(cf, k)) records += ((id, kind, FamilyKeys.userKey(k), v))
+    }
+    records.result()
+  }
 
   /** Stages the verified delta `id` into `batch` as plain puts and deletes. A merge appends to what the key's
     * previous record in the delta left, or, for a key's first record, to `committed(key)` (the value before

@@ -241,13 +241,7 @@ final class LineageStore(
       fromVersion: Long,
       cf: Int
   ): Iterator[(CheckpointId, DeltaRecordKind, Array[Byte], Array[Byte])] =
-    LineageResolver.chain(target, fromVersion, files).iterator.flatMap { id =>
-      val records = mutable.ArrayBuffer.empty[(CheckpointId, DeltaRecordKind, Array[Byte], Array[Byte])]
-      files.readDelta(id) { (kind, k, v) =>
-        if (FamilyKeys.isIn(cf, k)) records += ((id, kind, FamilyKeys.userKey(k), v))
-      }
-      records
-    }
+    LineageResolver.chain(target, fromVersion, files).iterator.flatMap(DeltaRecords.ofFamily(files, _, cf))
 
   // ---- reads and writes of the batch in progress ----------------------------------------------------------
 
