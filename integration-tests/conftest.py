@@ -67,11 +67,8 @@ def make_harness(spark, provider, tmp_path):
 # Known gaps of lineagestore that Spark itself imposes or that are not built yet. Each is a strict xfail: the
 # test still runs, must fail, and turns red the day the gap closes so the mark gets removed. (transformWithState
 # was one until LineageSessionExtensions lifted Spark's provider check: docs/transform-with-state.md.)
-KNOWN_GAPS: dict[str, str] = {
-    "list-change-feed": "the change feed of a ListState: lineagestore writes a list as one whole value, so "
-    "readChangeFeed reports an 'update' with the list's first element where Spark's provider reports one "
-    "'append' per appended element (docs/transform-with-state.md)",
-}
+# The last one (a ListState's change feed) closed with the delta format's merge records (docs/format.md).
+KNOWN_GAPS: dict[str, str] = {}
 
 
 @pytest.fixture

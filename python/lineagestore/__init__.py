@@ -20,15 +20,18 @@ from lineagestore._jar import jar_path  # noqa: E402
 from lineagestore._options_generated import SPARK_VERSION, LineageOptions  # noqa: E402
 from lineagestore._session import (  # noqa: E402
     PROVIDER_CLASS,
+    RemoteSparkSession,
     SparkAlreadyStarted,
     SparkVersionMismatch,
     check_spark_version,
     configure,
+    server_conf,
 )
 
 __all__ = [
     "PROVIDER_CLASS",
     "SPARK_VERSION",
+    "RemoteSparkSession",
     "LineageOptions",
     "SparkAlreadyStarted",
     "SparkVersionMismatch",
@@ -36,4 +39,5 @@ __all__ = [
     "check_spark_version",
     "configure",
     "jar_path",
+    "server_conf",
 ]

@@ -31,6 +31,36 @@ class SparkAlreadyStarted(RuntimeError):
     """A Spark JVM already runs in this process without the lineagestore jar, so ``spark.jars`` cannot add it."""
 
 
+class RemoteSparkSession(RuntimeError):
+    """``configure`` was handed a builder of a remote Spark Connect session: the state store runs in the
+    server's JVM, which only the server's own start can set up."""
+
+
+def _remote_url(builder: Any) -> str | None:
+    """The Spark Connect server the builder connects to (``builder.remote(url)``, ``spark.remote``, or the
+    ``SPARK_REMOTE`` environment variable), or None. ``local`` remotes start their server in this process from
+    the builder's own settings, so configure works on them: they are not remote here."""
+    options = getattr(builder, "_options", {}) or {}
+    url = options.get("spark.remote") or os.environ.get("SPARK_REMOTE")
+    if not url or str(url).startswith("local"):
+        return None
+    return str(url)
+
+
+def _refuse_remote(builder: Any) -> None:
+    url = _remote_url(builder)
+    if url is None:
+        return
+    raise RemoteSparkSession(
+        f"lineagestore.configure: this builder connects to the Spark Connect server {url}. A jar cannot be "
+        "added to a remote server from its client: the state store provider, its jar and its settings belong "
+        "to the server's JVM and are set when the server starts. Start the Connect server with lineagestore "
+        "(its jar in --jars and the settings of lineagestore.server_conf(); the exact command is in "
+        "docs/operations.md, section 'Spark Connect'), then connect with SparkSession.builder.remote(...) "
+        "without configure."
+    )
+
+
 def check_spark_version(installed: str | None = None) -> None:
     """Raise ``SparkVersionMismatch`` unless pyspark's version is the one the jar was built for.
 
@@ -213,6 +243,7 @@ def configure(
     refused with ``ValueError`` if it is 1.
     """
     opts = merge(options, settings)  # fails on unknown names or bad values before anything is set
+    _refuse_remote(builder)
     if check_version:
         check_spark_version()
     _check_format_version(builder)
@@ -246,6 +277,25 @@ def configure(
     for key, value in conf.items():
         builder = builder.config(key, value)
     return _with_session_extension(builder)
+
+
+class _ConfRecorder:
+    """A stand-in builder that keeps what ``configure`` sets."""
+
+    def __init__(self) -> None:
+        self._options: dict[str, str] = {}
+
+    def config(self, key: str, value: Any) -> _ConfRecorder:
+        self._options[key] = str(value)
+        return self
+
+
+def server_conf(options: LineageOptions | None = None, **settings: Any) -> dict[str, str]:
+    """The Spark settings ``configure`` would set, the bundled jar in ``spark.jars`` included, for a Spark
+    started outside this process: a Spark Connect server (``start-connect-server.sh --jars <spark.jars>
+    --conf key=value ...``, docs/operations.md) or ``spark-submit``. Options as for ``configure``."""
+    recorder = configure(_ConfRecorder(), options, use_bundled_jar=False, **settings)
+    return {"spark.jars": jar_path(), **recorder._options}
 
 
 SESSION_EXTENSION = "io.lineagestore.spark.LineageSessionExtensions"

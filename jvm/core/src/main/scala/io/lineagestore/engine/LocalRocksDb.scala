@@ -88,16 +88,21 @@ final class LocalRocksDb(
   def reopen(): Unit = { require(db == null, "reopen without closeForReplace"); open() }
 
   def get(key: Array[Byte]): Array[Byte] = pending.lookup(key) match {
-    case Some(v) => v
-    case None    => db.get(readOptions, key)
+    case null  => db.get(readOptions, key)
+    case entry => PendingWrites.resolve(entry, db.get(readOptions, key))
   }
 
   /** The committed value only, ignoring the batch in progress. */
   def getCommitted(key: Array[Byte]): Array[Byte] = db.get(readOptions, key)
 
-  def put(key: Array[Byte], value: Array[Byte]): Unit = pending.put(key, value)
+  /** `everyChange`: keep this change beside the key's earlier ones in this batch (see [[PendingWrites]]). */
+  def put(key: Array[Byte], value: Array[Byte], everyChange: Boolean = false): Unit =
+    pending.put(key, value, everyChange)
 
-  def delete(key: Array[Byte]): Unit = pending.delete(key)
+  def delete(key: Array[Byte], everyChange: Boolean = false): Unit = pending.delete(key, everyChange)
+
+  /** Appends `elements` to the key's value ([[ListMerge]]). */
+  def merge(key: Array[Byte], elements: Array[Byte]): Unit = pending.merge(key, elements)
 
   /** Keys in [from, until) in bytewise order, committed state overlaid with the batch in progress. The caller
     * may write to this store while iterating; writes behind the cursor are not seen.
@@ -120,7 +125,8 @@ final class LocalRocksDb(
   def commit(): Unit = {
     val batch = new WriteBatch()
     try {
-      pending.range(Array.emptyByteArray, null).foreach { case (k, v) =>
+      pending.range(Array.emptyByteArray, null).foreach { case (k, entry) =>
+        val v = PendingWrites.resolve(entry, db.get(readOptions, k))
         if (v == null) batch.delete(k) else batch.put(k, v)
       }
       db.write(writeOptions, batch)
@@ -185,12 +191,13 @@ final class LocalRocksDb(
 /** An iterator holding a native resource; closed when exhausted or by [[close]]. */
 trait CloseableIterator[A] extends Iterator[A] with AutoCloseable
 
-/** Merges committed entries with pending ones (both ascending, bytewise); a pending entry shadows the
-  * committed entry of the same key, and a pending delete (value null) hides it.
+/** Merges committed entries with pending ones (both ascending, bytewise); a pending entry replaces the
+  * committed entry of the same key by its resolved value (a pending merge appends to it), and a pending
+  * delete hides it.
   */
 final class MergedIterator(
     base: Iterator[(Array[Byte], Array[Byte])],
-    pending: Iterator[(Array[Byte], Array[Byte])],
+    pending: Iterator[(Array[Byte], PendingWrites.Entry)],
     onClose: () => Unit
 ) extends CloseableIterator[(Array[Byte], Array[Byte])] {
   private val b = base.buffered
@@ -205,7 +212,11 @@ final class MergedIterator(
         if (!b.hasNext) 1 else if (!p.hasNext) -1 else PendingWrites.Order.compare(b.head._1, p.head._1)
       val candidate =
         if (cmp < 0) b.next()
-        else { if (cmp == 0) b.next(); p.next() }
+        else {
+          val committed = if (cmp == 0) b.next()._2 else null
+          val (k, entry) = p.next()
+          (k, PendingWrites.resolve(entry, committed))
+        }
       if (candidate._2 != null) nextEntry = candidate
     }
     if (nextEntry == null) close()

@@ -6,8 +6,50 @@ import java.util.concurrent.ConcurrentSkipListMap
 /** Thrown when one batch's uncommitted writes exceed the configured bound. */
 class PendingWritesLimitException(message: String) extends IllegalStateException(message)
 
+/** One change a batch made to a key. */
+sealed abstract class Change
+object Change {
+  final case class Put(value: Array[Byte]) extends Change
+  case object Delete extends Change
+
+  /** Appends `elements` (one or more values joined by [[ListMerge.Delimiter]]) to the key's value. */
+  final case class Merge(elements: Array[Byte]) extends Change
+}
+
+/** The engine's one merge: appending elements to a multi-valued key's value, joined by one `,` byte, which is
+  * how Spark's multi-valued value decoder reads a list back (and what Spark's RocksDB merge operator does).
+  * The local RocksDB never holds a merge operand: merges are resolved into plain values when a batch is
+  * applied, so a snapshot's files read the same with or without this operation.
+  */
+object ListMerge {
+  val Delimiter: Byte = ','
+
+  /** `base` (null: no value) with `elements` appended. */
+  def apply(base: Array[Byte], elements: Array[Byte]): Array[Byte] =
+    if (base == null) elements
+    else {
+      val out = Arrays.copyOf(base, base.length + 1 + elements.length)
+      out(base.length) = Delimiter
+      System.arraycopy(elements, 0, out, base.length + 1, elements.length)
+      out
+    }
+
+  /** The value after `changes`, applied in order to `base` (null: no value); null when the key is gone. */
+  def applyAll(base: Array[Byte], changes: Iterable[Change]): Array[Byte] =
+    changes.foldLeft(base) {
+      case (_, Change.Put(v))         => v
+      case (_, Change.Delete)         => null
+      case (cur, Change.Merge(elems)) => apply(cur, elems)
+    }
+}
+
 /** The writes of the batch in progress, kept out of RocksDB until commit, so abort (and a failed or duplicate
   * task) costs nothing and leaves no trace in the committed state.
+  *
+  * A key's entry is its net change (the last put, or a delete), except for keys written with `everyChange`
+  * and keys merged into: their entry keeps every change in order, as Spark's change feed reports each for a
+  * multi-valued key (list state). Only changes the feed cannot tell apart are folded: a merge following a put
+  * or a merge joins it (a put's and a merge's values are reported element by element anyway).
   *
   * Ordered like RocksDB's bytewise comparator so it can be merged with a RocksDB iterator. A concurrent skip
   * list because Spark's operators remove keys while iterating (watermark eviction): its iterators are weakly
@@ -18,37 +60,79 @@ class PendingWritesLimitException(message: String) extends IllegalStateException
 final class PendingWrites(limitBytes: Long, limitKey: String) {
   import PendingWrites._
 
-  private val map = new ConcurrentSkipListMap[Array[Byte], Array[Byte]](Order)
+  // values: Array[Byte] (the key's new value), Tombstone (deleted) or a Changes (every change, in order)
+  private val map = new ConcurrentSkipListMap[Array[Byte], AnyRef](Order)
   private var bytes = 0L
+  private var merged = false
 
-  def put(key: Array[Byte], value: Array[Byte]): Unit = record(key, value)
+  def put(key: Array[Byte], value: Array[Byte], everyChange: Boolean = false): Unit =
+    if (everyChange) recordChange(key, Change.Put(value)) else record(key, value)
 
-  def delete(key: Array[Byte]): Unit = record(key, Tombstone)
+  def delete(key: Array[Byte], everyChange: Boolean = false): Unit =
+    if (everyChange) recordChange(key, Change.Delete) else record(key, Tombstone)
 
-  /** None: not touched by this batch. Some(null): deleted by it. Some(v): written by it. */
-  def lookup(key: Array[Byte]): Option[Array[Byte]] = {
-    val v = map.get(key)
-    if (v == null) None else if (v eq Tombstone) Some(null) else Some(v)
+  /** Appends `elements` to the key's value (see [[ListMerge]]); always kept as a change of its own. */
+  def merge(key: Array[Byte], elements: Array[Byte]): Unit = {
+    merged = true
+    recordChange(key, Change.Merge(elements))
   }
+
+  /** The pending entry of `key` (null: not touched by this batch); read it with [[PendingWrites.resolve]]. */
+  def lookup(key: Array[Byte]): Entry = map.get(key)
+
+  /** Whether this batch merged into any key (its delta then holds merge records). */
+  def hasMerges: Boolean = merged
 
   def isEmpty: Boolean = map.isEmpty
   def size: Int = map.size
   def sizeBytes: Long = bytes
 
-  /** Entries with keys in [from, until) (until null = unbounded), in key order; value null = deleted. */
-  def range(from: Array[Byte], until: Array[Byte]): Iterator[(Array[Byte], Array[Byte])] = {
+  /** Entries with keys in [from, until) (until null = unbounded), in key order. */
+  def range(from: Array[Byte], until: Array[Byte]): Iterator[(Array[Byte], Entry)] = {
     import scala.jdk.CollectionConverters._
     val sub = if (until == null) map.tailMap(from, true) else map.subMap(from, true, until, false)
-    sub.entrySet().iterator().asScala.map { e =>
-      (e.getKey, if (e.getValue eq Tombstone) null else e.getValue)
-    }
+    sub.entrySet().iterator().asScala.map(e => (e.getKey, e.getValue))
   }
 
-  def clear(): Unit = { map.clear(); bytes = 0L }
+  /** Every change of the batch in key order, and in order of happening within a key. */
+  def foreachChange(f: (Array[Byte], Change) => Unit): Unit =
+    range(Array.emptyByteArray, null).foreach { case (k, e) =>
+      e match {
+        case c: Changes          => c.list.foreach(f(k, _))
+        case t if t eq Tombstone => f(k, Change.Delete)
+        case v: Array[Byte]      => f(k, Change.Put(v))
+        case other               => throw new IllegalStateException(s"pending entry $other")
+      }
+    }
+
+  def clear(): Unit = { map.clear(); bytes = 0L; merged = false }
 
   private def record(key: Array[Byte], value: Array[Byte]): Unit = {
     val previous = map.put(key, value)
-    bytes += value.length + (if (previous == null) key.length + EntryOverhead else -previous.length)
+    account(key, previous, value.length)
+  }
+
+  private def recordChange(key: Array[Byte], change: Change): Unit = {
+    val previous = map.get(key)
+    val before: Vector[Change] = previous match {
+      case null                => Vector.empty
+      case c: Changes          => c.list
+      case t if t eq Tombstone => Vector(Change.Delete)
+      case v: Array[Byte]      => Vector(Change.Put(v))
+      case other               => throw new IllegalStateException(s"pending entry $other")
+    }
+    val after = (before.lastOption, change) match {
+      case (Some(Change.Put(v)), Change.Merge(e))   => before.init :+ Change.Put(ListMerge(v, e))
+      case (Some(Change.Merge(m)), Change.Merge(e)) => before.init :+ Change.Merge(ListMerge(m, e))
+      case _                                        => before :+ change
+    }
+    val entry = new Changes(after)
+    map.put(key, entry)
+    account(key, previous, entry.valueBytes)
+  }
+
+  private def account(key: Array[Byte], previous: AnyRef, newBytes: Long): Unit = {
+    bytes += newBytes + (if (previous == null) key.length + EntryOverhead else -entryBytes(previous))
     if (bytes > limitBytes) {
       throw new PendingWritesLimitException(
         s"this batch's uncommitted state changes reached $bytes bytes, over the limit of $limitBytes bytes " +
@@ -61,6 +145,38 @@ final class PendingWrites(limitBytes: Long, limitKey: String) {
 
 object PendingWrites {
   val Order: Comparator[Array[Byte]] = (a: Array[Byte], b: Array[Byte]) => Arrays.compareUnsigned(a, b)
+
+  /** A key's pending entry: opaque outside this file except through [[resolve]] and [[needsCommitted]]. */
+  type Entry = AnyRef
+
   private val Tombstone = new Array[Byte](0) // compared by reference: an empty value stays a value
   private val EntryOverhead = 64 // skip-list node and array headers, roughly
+
+  private final class Changes(val list: Vector[Change]) {
+    def valueBytes: Long = list.iterator.map {
+      case Change.Put(v)   => v.length.toLong + 16
+      case Change.Merge(e) => e.length.toLong + 16
+      case Change.Delete   => 16L
+    }.sum
+  }
+
+  private def entryBytes(e: AnyRef): Long = e match {
+    case c: Changes     => c.valueBytes
+    case v: Array[Byte] => v.length.toLong
+    case _              => 0L
+  }
+
+  /** Whether the value after `entry` depends on the committed value (it starts with a merge). */
+  def needsCommitted(entry: Entry): Boolean = entry match {
+    case c: Changes => c.list.head.isInstanceOf[Change.Merge]
+    case _          => false
+  }
+
+  /** The key's value after the batch (null: deleted), given its committed value (read only if needed). */
+  def resolve(entry: Entry, committed: => Array[Byte]): Array[Byte] = entry match {
+    case c: Changes          => ListMerge.applyAll(if (needsCommitted(c)) committed else null, c.list)
+    case t if t eq Tombstone => null
+    case v: Array[Byte]      => v
+    case other               => throw new IllegalStateException(s"pending entry $other")
+  }
 }

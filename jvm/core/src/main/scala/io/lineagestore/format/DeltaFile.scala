@@ -74,57 +74,83 @@ private object ZstdStreams {
   def input(in: InputStream): InputStream = new com.github.luben.zstd.ZstdInputStream(in)
 }
 
+/** The kind of a delta record. */
+sealed abstract class DeltaRecordKind(val code: Int, val name: String)
+object DeltaRecordKind {
+  case object Put extends DeltaRecordKind(1, "put")
+  case object Delete extends DeltaRecordKind(2, "delete")
+
+  /** Appends its value's elements to the key's value (format version 4; see [[DeltaFile]]). */
+  case object Merge extends DeltaRecordKind(3, "merge")
+}
+
 /** A delta file (`<version>_<uniqueId>.delta`) holds one commit's changes. Layout, all integers big-endian:
   * {{{
-  *   magic        8 bytes  "LSDELTA" + format version (3 or 2 as below; version 1 is still read)
+  *   magic        8 bytes  "LSDELTA" + format version (4, 3 or 2 as below; version 1 is still read)
   *   header       store identity (operatorId:i64, partitionId:i32, storeName:utf),
   *                checkpoint (version:i64, uniqueId:utf),
   *                lineage count:i32, then (version:i64, uniqueId:utf) newest first,
-  *                lineage base:u8 (version 3 only: 0 = the lineage above, 1 = starts from the empty state),
+  *                lineage base:u8 (versions 3 and 4: 0 = the lineage above, 1 = starts from the empty state),
   *                codec:u8 (0 = none, 1 = zstd; absent in version 1, which is always uncompressed)
   *   headerCrc    i32      CRC32C of magic + header, so lineage is checkable without reading the records
   *   body         through the codec:
-  *     records    repeated: type:u8 (1 = put, 2 = delete), keyLen:i32, key, [valueLen:i32, value]
+  *     records    repeated: type:u8 (1 = put, 2 = delete, 3 = merge: version 4 only), keyLen:i32, key,
+  *                [valueLen:i32, value] (put and merge)
   *     end        type:u8 = 0, recordCount:i64
   *   fileCrc      i32      CRC32C of every stored byte before it (the compressed body, as stored)
   * }}}
   * Keys and values are the engine's raw bytes (column-family prefix included).
   *
-  * A writer uses the lowest version that expresses its header: version 3 only for a delta that starts from
-  * the empty state above version 1 ([[DeltaHeader.fromEmpty]]), version 2 otherwise. A build that reads only
-  * versions 1 and 2 therefore keeps reading every ordinary delta and refuses the one kind it would misread
-  * (it would look for ancestors below a fresh start and bring back state the start dropped).
+  * A writer uses the lowest version that expresses the file: version 4 when it holds merge records, else 3
+  * for a delta that starts from the empty state above version 1 ([[DeltaHeader.fromEmpty]]), else 2. A build
+  * that reads only older versions therefore keeps reading every delta it can read correctly and refuses, by
+  * the version, the kinds it would misread: a fresh start (it would look for ancestors below it and bring
+  * back state the start dropped) and merge records (it knows no record type 3).
+  *
+  * Records of a version-4 delta are in ascending key order, a key's records adjacent and in the order the
+  * changes happened (the reader checks the order): a merge appends to the value the key's previous record
+  * left, or to the value before the delta when it is the key's first record.
   */
 object DeltaFile {
 
-  /** The newest version this build writes and reads. */
-  val FormatVersion: Byte = 3
+  /** The newest version this build writes and reads: a delta holding merge records. */
+  val FormatVersion: Byte = 4
+
+  /** Version of a fresh start without merge records (the lineage-base byte). */
+  val FreshStartFormatVersion: Byte = 3
 
   /** Version of deltas whose lineage continues from a parent (no lineage-base byte). */
   val ChainFormatVersion: Byte = 2
   private val MagicPrefix: Array[Byte] = "LSDELTA".getBytes("US-ASCII")
   val Magic: Array[Byte] = MagicPrefix :+ ChainFormatVersion
   def magicOf(formatVersion: Byte): Array[Byte] = MagicPrefix :+ formatVersion
-  private val ReadableVersions = Set[Byte](1, 2, 3)
+  private val ReadableVersions = Set[Byte](1, 2, 3, 4)
   private val BaseParent = 0
   private val BaseEmpty = 1
 
-  /** The format version a writer uses for `header`. */
-  def formatVersionFor(header: DeltaHeader): Byte =
-    if (header.fromEmpty) FormatVersion else ChainFormatVersion
-  private val Put = 1
-  private val Delete = 2
+  /** The format version a writer uses for `header` and records with (or without) merges. */
+  def formatVersionFor(header: DeltaHeader, merges: Boolean = false): Byte =
+    if (merges) FormatVersion else if (header.fromEmpty) FreshStartFormatVersion else ChainFormatVersion
+  private val Put = DeltaRecordKind.Put.code
+  private val Delete = DeltaRecordKind.Delete.code
+  private val Merge = DeltaRecordKind.Merge.code
   private val End = 0
   private val CrcBytes = 4
 
-  /** Writes a delta; `records` yields (key, value) with value null for a delete. */
-  final class Writer(out: OutputStream, header: DeltaHeader, codec: DeltaCodec = DeltaCodec.Default)
-      extends Closeable {
+  /** Writes a delta. `merges`: the records may include merges (the file is then format version 4); records
+    * must then come in the order [[DeltaFile]] describes.
+    */
+  final class Writer(
+      out: OutputStream,
+      header: DeltaHeader,
+      codec: DeltaCodec = DeltaCodec.Default,
+      merges: Boolean = false
+  ) extends Closeable {
     private val crc = new CRC32C
     private val stored = new CheckedOutputStream(new BufferedOutputStream(out, 1 << 16), crc)
     private val body: DataOutputStream = {
       val head = new DataOutputStream(stored)
-      val formatVersion = formatVersionFor(header)
+      val formatVersion = formatVersionFor(header, merges)
       head.write(magicOf(formatVersion))
       writeHeader(head, header)
       if (formatVersion >= 3) head.writeByte(if (header.fromEmpty) BaseEmpty else BaseParent)
@@ -150,6 +176,12 @@ object DeltaFile {
 
     def delete(key: Array[Byte]): Unit = {
       body.writeByte(Delete); writeBytes(key); count += 1
+    }
+
+    /** Appends `elements` to the key's value; only in a writer created with `merges`. */
+    def merge(key: Array[Byte], elements: Array[Byte]): Unit = {
+      if (!merges) throw new IllegalStateException("a merge record in a delta writer created without merges")
+      body.writeByte(Merge); writeBytes(key); writeBytes(elements); count += 1
     }
 
     def recordCount: Long = count
@@ -194,24 +226,38 @@ object DeltaFile {
   }
 
   /** Reads a whole delta, verifying identity, completeness and checksum. Records are passed to `onRecord`
-    * (value null for a delete) as they stream by, so the caller must stage them (a write batch) and apply the
-    * stage only if this method returns: a file that fails verification throws after some records were seen.
+    * (kind, key, value; value null for a delete) as they stream by, so the caller must stage them (a write
+    * batch) and apply the stage only if this method returns: a file that fails verification throws after some
+    * records were seen.
     */
   def read(in: InputStream, file: String, expected: StoreIdentity, expectedId: CheckpointId)(
-      onRecord: (Array[Byte], Array[Byte]) => Unit
+      onRecord: (DeltaRecordKind, Array[Byte], Array[Byte]) => Unit
   ): DeltaHeader = {
     val crc = new CRC32C
     // the last 4 bytes (fileCrc) never reach the codec, which may read ahead to the end of its input
     val tail = new TailHoldingInputStream(new BufferedInputStream(in, 1 << 16), CrcBytes)
     val stored = new CheckedInputStream(tail, crc)
-    def readRecords(body: DataInputStream): Unit = {
+    def readRecords(body: DataInputStream, formatVersion: Byte): Unit = {
       var count = 0L
       var done = false
+      var previousKey: Array[Byte] = null
+      // version 4: keys ascend (a key's records adjacent), as the merge records' meaning depends on it
+      def ordered(key: Array[Byte]): Array[Byte] = {
+        if (formatVersion >= 4) {
+          if (previousKey != null && java.util.Arrays.compareUnsigned(previousKey, key) > 0)
+            Corrupt(file, s"record ${count + 1} is out of key order")
+          previousKey = key
+        }
+        key
+      }
       while (!done) {
         body.readUnsignedByte() match {
-          case Put    => onRecord(readBytes(body, file), readBytes(body, file)); count += 1
-          case Delete => onRecord(readBytes(body, file), null); count += 1
-          case End    =>
+          case Put =>
+            onRecord(DeltaRecordKind.Put, ordered(readBytes(body, file)), readBytes(body, file)); count += 1
+          case Delete => onRecord(DeltaRecordKind.Delete, ordered(readBytes(body, file)), null); count += 1
+          case Merge if formatVersion >= 4 =>
+            onRecord(DeltaRecordKind.Merge, ordered(readBytes(body, file)), readBytes(body, file)); count += 1
+          case End =>
             if (body.readLong() != count) Corrupt(file, "record count mismatch")
             if (body.read() != -1) Corrupt(file, "trailing bytes after the end record")
             done = true
@@ -224,10 +270,14 @@ object DeltaFile {
       expectedCrc.length == CrcBytes && java.nio.ByteBuffer.wrap(expectedCrc).getInt == crc.getValue.toInt
     }
     Corrupt.guard(file) {
-      val (header, codec) = readVerifiedHeader(new DataInputStream(stored), crc, file, expected, expectedId)
+      val (header, codec, formatVersion) =
+        readVerifiedHeader(new DataInputStream(stored), crc, file, expected, expectedId)
       try
         Corrupt.guard(file)(
-          readRecords(new DataInputStream(new BufferedInputStream(codec.unwrap(stored), 1 << 16)))
+          readRecords(
+            new DataInputStream(new BufferedInputStream(codec.unwrap(stored), 1 << 16)),
+            formatVersion
+          )
         )
       catch {
         // the records stream by before the checksum is known: when they break, read the rest and say whether
@@ -256,7 +306,7 @@ object DeltaFile {
       file: String,
       expected: StoreIdentity,
       expectedId: CheckpointId
-  ): (DeltaHeader, DeltaCodec) = {
+  ): (DeltaHeader, DeltaCodec, Byte) = {
     val magic = new Array[Byte](Magic.length)
     data.readFully(magic)
     if (!magic.take(7).sameElements(MagicPrefix)) Corrupt(file, "not a lineagestore delta file (bad magic)")
@@ -304,7 +354,7 @@ object DeltaFile {
     val header = DeltaHeader(store, checkpoint, ancestors, fromEmpty)
     validate(file, header, expected, expectedId)
     val codec = DeltaCodec.byId(codecId).getOrElse(Corrupt(file, s"unknown record codec $codecId"))
-    (header, codec)
+    (header, codec, formatVersion)
   }
 
   private def checkpointId(raw: (Long, String), file: String): CheckpointId =

@@ -56,13 +56,14 @@ final class CheckpointFiles(
       id: CheckpointId,
       ancestors: Seq[CheckpointId],
       codec: DeltaCodec = DeltaCodec.Default,
-      fromEmpty: Boolean = false
+      fromEmpty: Boolean = false,
+      merges: Boolean = false
   )(
       records: DeltaFile.Writer => Unit
   ): Long = {
     var count = 0L
     blobs.write(id.deltaFileName) { out =>
-      val w = new DeltaFile.Writer(out, DeltaHeader(store, id, ancestors, fromEmpty), codec)
+      val w = new DeltaFile.Writer(out, DeltaHeader(store, id, ancestors, fromEmpty), codec, merges)
       records(w)
       count = w.recordCount
       w.close()
@@ -101,7 +102,9 @@ final class CheckpointFiles(
   override def locate(name: String): String = blobs.locate(name)
 
   /** Streams a verified delta into `onRecord`; see [[DeltaFile.read]] for the staging contract. */
-  def readDelta(id: CheckpointId)(onRecord: (Array[Byte], Array[Byte]) => Unit): DeltaHeader = {
+  def readDelta(
+      id: CheckpointId
+  )(onRecord: (DeltaRecordKind, Array[Byte], Array[Byte]) => Unit): DeltaHeader = {
     val name = id.deltaFileName
     val in =
       try blobs.open(name)

@@ -10,7 +10,7 @@ import scala.jdk.CollectionConverters._
 import org.rocksdb.WriteBatch
 
 import io.lineagestore.engine.{CloseableIterator, LocalRocksDb}
-import io.lineagestore.format.{CorruptCheckpointFileException, FamilyKeys, SnapshotIndex}
+import io.lineagestore.format.{CorruptCheckpointFileException, DeltaRecordKind, FamilyKeys, SnapshotIndex}
 import io.lineagestore.storage.BlobNotFoundException
 import io.lineagestore.lineage._
 
@@ -226,45 +226,49 @@ final class LineageStore(
   private def replay(id: CheckpointId): Unit = {
     val batch = new WriteBatch()
     try {
-      files.readDelta(id) { (k, v) => if (v == null) batch.delete(k) else batch.put(k, v) }
+      DeltaRecords.replay(files, id, db.getCommitted, batch)
       db.applyCommitted(batch)
     } finally batch.close()
     counters.deltasReplayed.incrementAndGet()
   }
 
   /** The committed changes to family `cf` in versions `fromVersion` .. target.version, oldest first, as
-    * (checkpoint, user key, value or null for a delete); each delta is verified before any of its records is
-    * returned.
+    * (checkpoint, record kind, user key, value: null for a delete, the appended elements for a merge); each
+    * delta is verified before any of its records is returned.
     */
   def changes(
       target: CheckpointId,
       fromVersion: Long,
       cf: Int
-  ): Iterator[(CheckpointId, Array[Byte], Array[Byte])] =
-    LineageResolver.chain(target, fromVersion, files).iterator.flatMap { id =>
-      val records = mutable.ArrayBuffer.empty[(CheckpointId, Array[Byte], Array[Byte])]
-      files.readDelta(id) { (k, v) =>
-        if (FamilyKeys.isIn(cf, k)) records += ((id, FamilyKeys.userKey(k), v))
-      }
-      records
-    }
+  ): Iterator[(CheckpointId, DeltaRecordKind, Array[Byte], Array[Byte])] =
+    LineageResolver.chain(target, fromVersion, files).iterator.flatMap(DeltaRecords.ofFamily(files, _, cf))
 
   // ---- reads and writes of the batch in progress ----------------------------------------------------------
 
   def get(cf: Int, key: Array[Byte]): Array[Byte] = db.get(FamilyKeys.fullKey(cf, key))
 
-  def put(cf: Int, key: Array[Byte], value: Array[Byte]): Unit = {
+  /** `everyChange` (multi-valued families): the delta records this change beside the key's earlier ones in
+    * the batch, as Spark's change feed reports each change of a list; otherwise only the key's net change.
+    */
+  def put(cf: Int, key: Array[Byte], value: Array[Byte], everyChange: Boolean = false): Unit = {
     val full = FamilyKeys.fullKey(cf, key)
     if (db.get(full) == null) columnFamilies.adjustCount(cf, 1)
-    db.put(full, value)
+    db.put(full, value, everyChange)
   }
 
-  def delete(cf: Int, key: Array[Byte]): Unit = {
+  /** Appends `elements` (encoded values joined by `,`) to the key's value; the delta records only them. */
+  def merge(cf: Int, key: Array[Byte], elements: Array[Byte]): Unit = {
     val full = FamilyKeys.fullKey(cf, key)
-    if (db.get(full) != null) {
-      columnFamilies.adjustCount(cf, -1)
-      db.delete(full)
-    }
+    if (db.get(full) == null) columnFamilies.adjustCount(cf, 1)
+    db.merge(full, elements)
+  }
+
+  /** With `everyChange` the delete is recorded even for a key without a value (as Spark's changelog does). */
+  def delete(cf: Int, key: Array[Byte], everyChange: Boolean = false): Unit = {
+    val full = FamilyKeys.fullKey(cf, key)
+    val exists = db.get(full) != null
+    if (exists) columnFamilies.adjustCount(cf, -1)
+    if (exists || everyChange) db.delete(full, everyChange)
   }
 
   /** Keys of family `cf` in [from, until) (user keys; until null = to the family's end). */
@@ -300,10 +304,14 @@ final class LineageStore(
     columnFamilies.stageCounts()
     crash.at(CrashPoints.CommitBeforeDelta)
     // from the empty state the batch in progress is the whole state, so the delta is complete by itself
-    files.writeDelta(id, lineage, settings.deltaCodec, fromEmpty = freshStart) { w =>
-      db.pending.range(Array.emptyByteArray, null).foreach { case (k, v) =>
-        if (v == null) w.delete(k) else w.put(k, v)
-      }
+    files.writeDelta(
+      id,
+      lineage,
+      settings.deltaCodec,
+      fromEmpty = freshStart,
+      merges = db.pending.hasMerges
+    ) { w =>
+      DeltaRecords.write(db.pending, w)
     }
     crash.at(CrashPoints.CommitAfterDelta)
     counters.lastDeltaBytes.set(db.pending.sizeBytes)

@@ -107,7 +107,7 @@ object StoreVerifier {
 
     def verifyDelta(id: CheckpointId, batch: Long): Boolean =
       record(store.locate(id.deltaFileName), batch) {
-        files.readDelta(id)((_, _) => ())
+        files.readDelta(id)((_, _, _) => ())
         store.blobs.size(id.deltaFileName).getOrElse(0L)
       }
 

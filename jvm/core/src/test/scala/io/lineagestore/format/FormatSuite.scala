@@ -24,7 +24,7 @@ class FormatSuite extends AnyFunSuite {
 
   private def readAll(bytes: Array[Byte], expectedId: CheckpointId = id) = {
     val got = Seq.newBuilder[(Seq[Byte], Option[Seq[Byte]])]
-    val h = DeltaFile.read(new ByteArrayInputStream(bytes), "f.delta", store, expectedId) { (k, v) =>
+    val h = DeltaFile.read(new ByteArrayInputStream(bytes), "f.delta", store, expectedId) { (_, k, v) =>
       got += ((k.toSeq, Option(v).map(_.toSeq)))
     }
     (h, got.result())
@@ -112,10 +112,63 @@ class FormatSuite extends AnyFunSuite {
     assert(e.getMessage.contains("format version 9") && e.getMessage.contains("1, 2"))
   }
 
+  private def mergeDelta(records: Seq[(DeltaRecordKind, String, String)], merges: Boolean = true) = {
+    val out = new ByteArrayOutputStream()
+    val w = new DeltaFile.Writer(out, DeltaHeader(store, id, lineage), DeltaCodec.Uncompressed, merges)
+    records.foreach {
+      case (DeltaRecordKind.Put, k, v)    => w.put(k.getBytes, v.getBytes)
+      case (DeltaRecordKind.Delete, k, _) => w.delete(k.getBytes)
+      case (DeltaRecordKind.Merge, k, v)  => w.merge(k.getBytes, v.getBytes)
+    }
+    w.close()
+    out.toByteArray
+  }
+
+  private def readKinds(bytes: Array[Byte]): Seq[(DeltaRecordKind, String, String)] = {
+    val got = Seq.newBuilder[(DeltaRecordKind, String, String)]
+    DeltaFile.read(new ByteArrayInputStream(bytes), "f.delta", store, id) { (kind, k, v) =>
+      got += ((kind, new String(k), Option(v).map(new String(_)).orNull))
+    }
+    got.result()
+  }
+
+  test("merge records round-trip in a version-4 delta; a delta without merges stays at version 2") {
+    val records = Seq(
+      (DeltaRecordKind.Delete, "a", null),
+      (DeltaRecordKind.Merge, "a", "1"),
+      (DeltaRecordKind.Put, "b", "x,y"),
+      (DeltaRecordKind.Merge, "c", "2,3"),
+      (DeltaRecordKind.Delete, "c", null)
+    )
+    val bytes = mergeDelta(records)
+    assert(bytes(7) == 4, "a delta holding merge records is format version 4")
+    assert(readKinds(bytes) == records)
+    assert(DeltaFile.readHeader(new ByteArrayInputStream(bytes), "f.delta", store, id).ancestors == lineage)
+    // the writers of deltas without merges keep the version every earlier build reads
+    assert(delta(sample)(7) == 2)
+    assert(mergeDelta(records.filter(_._1 != DeltaRecordKind.Merge), merges = false)(7) == 2)
+    intercept[IllegalStateException](mergeDelta(records, merges = false))
+  }
+
+  test("a delta of a newer version is refused by its version before any record is read") {
+    val bytes = mergeDelta(Seq((DeltaRecordKind.Merge, "a", "1")))
+    // the message an older build (versions 1 to 3) gives, by the same check: the version, before any record
+    val older = bytes.updated(7, 5.toByte)
+    val e = intercept[CorruptCheckpointFileException](readKinds(older))
+    assert(e.getMessage.contains("format version 5 is not supported") && e.getMessage.contains("1, 2, 3, 4"))
+  }
+
+  test("the records of a version-4 delta must be in key order (merges depend on it)") {
+    val e = intercept[CorruptCheckpointFileException](
+      readKinds(mergeDelta(Seq((DeltaRecordKind.Merge, "b", "1"), (DeltaRecordKind.Put, "a", "2"))))
+    )
+    assert(e.getMessage.contains("record 2 is out of key order"), e.getMessage)
+  }
+
   test("a delta of another store or another checkpoint is rejected by name") {
     val e1 = intercept[CorruptCheckpointFileException] {
       DeltaFile.read(new ByteArrayInputStream(delta(sample)), "f.delta", store.copy(partitionId = 8), id)(
-        (_, _) => ()
+        (_, _, _) => ()
       )
     }
     assert(e1.getMessage.contains("partition 7"))

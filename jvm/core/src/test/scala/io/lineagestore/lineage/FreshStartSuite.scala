@@ -31,7 +31,7 @@ class FreshStartSuite extends AnyFunSuite {
     out.toByteArray
   }
   private def read(bytes: Array[Byte], id: CheckpointId): DeltaHeader =
-    DeltaFile.read(new ByteArrayInputStream(bytes), "x.delta", store, id)((_, _) => ())
+    DeltaFile.read(new ByteArrayInputStream(bytes), "x.delta", store, id)((_, _, _) => ())
 
   test("a fresh-start delta is written at format version 3 and reads back as starting from empty") {
     val h = DeltaHeader(store, c(8), Nil, fromEmpty = true)

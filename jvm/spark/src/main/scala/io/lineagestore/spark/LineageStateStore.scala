@@ -7,6 +7,7 @@ import org.apache.spark.sql.execution.streaming.state._
 import org.apache.spark.sql.execution.streaming.state.lineagestore.StateEncoders
 import org.apache.spark.sql.types.StructType
 
+import io.lineagestore.engine.ListMerge
 import io.lineagestore.lineage.CheckpointId
 
 /** Spark's view of one loaded version of a [[io.lineagestore.store.LineageStore]]: read-only or writable.
@@ -68,14 +69,19 @@ private[spark] class LineageStateStore(
     checkWritable("put")
     require(key != null && value != null, "key and value cannot be null")
     val (cf, enc) = family(colFamilyName)
-    store.put(cf, enc.encodeKey(key), enc.encodeValue(value))
+    store.put(cf, enc.encodeKey(key), enc.encodeValue(value), everyChange = enc.supportsMultipleValues)
   }
 
   override def putList(key: UnsafeRow, values: Array[UnsafeRow], colFamilyName: String): Unit = {
     checkWritable("putList")
     require(key != null && values != null && values.nonEmpty && !values.contains(null), "key and values")
     val (cf, enc) = family(colFamilyName)
-    store.put(cf, enc.encodeKey(key), joinValues(enc, values.iterator))
+    store.put(
+      cf,
+      enc.encodeKey(key),
+      joinValues(enc, values.iterator),
+      everyChange = enc.supportsMultipleValues
+    )
   }
 
   override def merge(key: UnsafeRow, value: UnsafeRow, colFamilyName: String): Unit =
@@ -90,27 +96,18 @@ private[spark] class LineageStateStore(
         s"merge on column family '$colFamilyName' without multiple values"
       )
     }
-    val k = enc.encodeKey(key)
-    val existing = store.get(cf, k)
-    val added = joinValues(enc, values.iterator)
-    store.put(cf, k, if (existing == null) added else concat(existing, added))
+    // the delta records only the appended values (a merge record), as Spark's changelog does
+    if (values.nonEmpty) store.merge(cf, enc.encodeKey(key), joinValues(enc, values.iterator))
   }
 
   private def joinValues(enc: StateEncoders, values: Iterator[UnsafeRow]): Array[Byte] =
-    values.map(enc.encodeValue).reduce(concat)
-
-  private def concat(a: Array[Byte], b: Array[Byte]): Array[Byte] = {
-    val out = Arrays.copyOf(a, a.length + 1 + b.length)
-    out(a.length) = StateEncoders.ValueDelimiter
-    System.arraycopy(b, 0, out, a.length + 1, b.length)
-    out
-  }
+    values.map(enc.encodeValue).reduce(ListMerge(_, _))
 
   override def remove(key: UnsafeRow, colFamilyName: String): Unit = {
     checkWritable("remove")
     require(key != null, "key cannot be null")
     val (cf, enc) = family(colFamilyName)
-    store.delete(cf, enc.encodeKey(key))
+    store.delete(cf, enc.encodeKey(key), everyChange = enc.supportsMultipleValues)
   }
 
   override def deleteRange(beginKey: UnsafeRow, endKey: UnsafeRow, colFamilyName: String): Unit = {

@@ -18,7 +18,7 @@ import org.apache.spark.sql.execution.streaming.state.lineagestore.{
 import org.apache.spark.sql.types.StructType
 
 import io.lineagestore.config.{InvalidConfigException, LineageConf}
-import io.lineagestore.format.StoreIdentity
+import io.lineagestore.format.{DeltaRecordKind, StoreIdentity}
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.snapshot.RangedDownload
 import io.lineagestore.storage.HadoopBlobStore
@@ -277,7 +277,7 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
       endVersion: Long,
       colFamilyNameOpt: Option[String],
       endVersionStateStoreCkptId: Option[String]
-  ): Iterator[(Boolean, UnsafeRow, UnsafeRow, Long)] = synchronized {
+  ): Iterator[(DeltaRecordKind, UnsafeRow, UnsafeRow, Long)] = synchronized {
     val cfName = colFamilyNameOpt.getOrElse(StateStore.DEFAULT_COL_FAMILY_NAME)
     load(endVersion, endVersionStateStoreCkptId) // the family registry as of the end version
     val cfId = store.columnFamilies
@@ -288,9 +288,19 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
         )
       )
     val enc = encodersFor(cfName)
-    store.changes(store.loadedCheckpoint.get, math.max(1L, startVersion), cfId).map { case (id, k, v) =>
-      val value = if (v == null) null else enc.decodeValue(v).copy()
-      (v == null, enc.decodeKey(k).copy(), value, id.version - 1)
+    store.changes(store.loadedCheckpoint.get, math.max(1L, startVersion), cfId).flatMap {
+      case (id, kind, k, v) =>
+        val key = enc.decodeKey(k).copy()
+        val batch = id.version - 1
+        if (v == null) Iterator.single((kind, key, null, batch))
+        else if (!enc.supportsMultipleValues) Iterator.single((kind, key, enc.decodeValue(v).copy(), batch))
+        else {
+          // as Spark's own reader: a record of a list reports its first value as the record's kind and every
+          // further value as an append (a put of [x, y] is an update of x and an append of y)
+          enc.decodeValues(v).map(_.copy()).zipWithIndex.map { case (value, i) =>
+            (if (i == 0) kind else DeltaRecordKind.Merge, key, value, batch)
+          }
+        }
     }
   }
 

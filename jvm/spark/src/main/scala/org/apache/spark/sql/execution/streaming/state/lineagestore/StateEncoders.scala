@@ -4,6 +4,8 @@ import org.apache.spark.sql.catalyst.expressions.UnsafeRow
 import org.apache.spark.sql.execution.streaming.state._
 import org.apache.spark.sql.types.StructType
 
+import io.lineagestore.format.DeltaRecordKind
+
 /** Thin shim to Spark's own state key/value encoders (package-private to Spark SQL). Using them keeps the
   * byte order of prefix and range scans exactly what Spark's operators expect, and gives the Avro encoding
   * (`spark.sql.streaming.stateStore.encodingFormat=avro`) Spark's own value-schema evolution: with a schema
@@ -72,9 +74,6 @@ object StateEncoders {
         )
       )
     }
-
-  /** Joins encoded values of a multi-valued key the way Spark's value decoder reads them back. */
-  val ValueDelimiter: Byte = ','
 }
 
 /** Thin shim to Spark-internal calls a provider must make. */
@@ -89,23 +88,30 @@ object SparkInternals {
 object ChangeFeed {
   type Record = (RecordType.Value, UnsafeRow, UnsafeRow, Long)
 
-  /** `changes` yields (isDelete, key, value or null, batchId). */
+  /** `changes` yields (kind, key, value or null, batchId); a put is Spark's update (`PUT_RECORD`), a merge
+    * its append (`MERGE_RECORD`).
+    */
   def iterator(
-      changes: Iterator[(Boolean, UnsafeRow, UnsafeRow, Long)]
+      changes: Iterator[(DeltaRecordKind, UnsafeRow, UnsafeRow, Long)]
   ): org.apache.spark.util.NextIterator[Record] =
     new org.apache.spark.util.NextIterator[Record] {
       override protected def getNext(): Record =
         if (!changes.hasNext) { finished = true; null }
         else {
-          val (isDelete, k, v, batch) = changes.next()
-          (if (isDelete) RecordType.DELETE_RECORD else RecordType.PUT_RECORD, k, v, batch)
+          val (kind, k, v, batch) = changes.next()
+          val recordType = kind match {
+            case DeltaRecordKind.Put    => RecordType.PUT_RECORD
+            case DeltaRecordKind.Delete => RecordType.DELETE_RECORD
+            case DeltaRecordKind.Merge  => RecordType.MERGE_RECORD
+          }
+          (recordType, k, v, batch)
         }
       override protected def close(): Unit = ()
     }
 }
 
 /** Thin shim: Spark's change-feed interface names Spark-private types, so the provider implements it through
-  * this trait and supplies the records as a plain iterator of (isDelete, key, value or null, batchId).
+  * this trait and supplies the records as a plain iterator of (kind, key, value or null, batchId).
   */
 trait ChangeFeedSupport extends SupportsFineGrainedReplay {
   protected def changeRecords(
@@ -113,7 +119,7 @@ trait ChangeFeedSupport extends SupportsFineGrainedReplay {
       endVersion: Long,
       colFamilyNameOpt: Option[String],
       endVersionStateStoreCkptId: Option[String]
-  ): Iterator[(Boolean, UnsafeRow, UnsafeRow, Long)]
+  ): Iterator[(DeltaRecordKind, UnsafeRow, UnsafeRow, Long)]
 
   override def getStateStoreChangeDataReader(
       startVersion: Long,
