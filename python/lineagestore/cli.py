@@ -265,6 +265,35 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=_clone)
+
+    p = sub.add_parser(
+        "repartition",
+        help="change the partition count of a stopped query's state (docs/repartition.md)",
+        formatter_class=_Formatter,
+        description=textwrap.dedent(
+            """\
+            Rewrite the state of the last committed batch into N partitions and record it as one more
+            batch (offsets/<B+1> with spark.sql.shuffle.partitions=N, then commits/<B+1>), as Spark 4.3's
+            own offline repartition does for its provider. Every key lands where Spark's shuffle sends it.
+            Nothing already written is changed or deleted; a crash leaves the old checkpoint (plus orphan
+            files for gc), and running the command again finishes the job. Stop the query first."""
+        ),
+        epilog=textwrap.dedent(
+            """\
+            examples:
+              lineagestore repartition /data/checkpoints/clicks --partitions 12 --dry-run
+              lineagestore repartition /data/checkpoints/clicks --partitions 12
+              lineagestore repartition /data/checkpoints/clicks --undo   # drop an unfinished repartition"""
+        ),
+    )
+    p.add_argument("checkpoint", help="checkpoint directory or URI of a stopped query")
+    p.add_argument("--partitions", type=int, metavar="N", help="the new partition count")
+    p.add_argument("--dry-run", action="store_true", help="only say what would be written")
+    p.add_argument(
+        "--undo", action="store_true", help="remove an unfinished repartition's offset entry instead"
+    )
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=_repartition)
     return parser
 
 
@@ -438,6 +467,24 @@ def _clone(args: argparse.Namespace, tools: Any, progress: Any) -> int:
         print(json.dumps(result, indent=2))
     else:
         print(render_clone(result))
+    return EXIT_OK
+
+
+# ---- repartition ------------------------------------------------------------------------------------------
+
+
+def _repartition(args: argparse.Namespace, tools: Any, progress: Any) -> int:
+    from lineagestore import repartition
+    from lineagestore.cli_render import render_repartition
+
+    if args.undo:
+        result = repartition.undo(tools, args.checkpoint)
+    elif args.partitions is None:
+        print("lineagestore repartition: error: give --partitions N (or --undo)", file=sys.stderr)
+        return EXIT_USAGE
+    else:
+        result = repartition.repartition(tools, args.checkpoint, args.partitions, args.dry_run, progress)
+    print(json.dumps(result, indent=2) if args.json else render_repartition(result))
     return EXIT_OK
 
 
