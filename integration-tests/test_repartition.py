@@ -69,7 +69,9 @@ class Query:
 
 
 def _rows(rnd: random.Random, n: int, keys: int = 40) -> list[dict]:
-    return [{"k": f"k{rnd.randrange(keys)}", "g": rnd.randrange(3), "v": rnd.randrange(1, 9)} for _ in range(n)]
+    return [
+        {"k": f"k{rnd.randrange(keys)}", "g": rnd.randrange(3), "v": rnd.randrange(1, 9)} for _ in range(n)
+    ]
 
 
 def _placement_matches_spark(spark, checkpoint: Path, n: int, key_cols: list[str], **options) -> None:
@@ -112,10 +114,14 @@ def test_dedup_then_aggregation_up_and_down(spark, tools, tmp_path):
             assert out["newPartitions"] == partitions and out["rowsMoved"] > 0
             batch += 1  # the repartition is a batch of its own, without output
             _placement_matches_spark(spark, q.checkpoint, partitions, ["k", "g"], operatorId=0)  # aggregation
-            _placement_matches_spark(spark, q.checkpoint, partitions, ["k", "g", "v"], operatorId=1)  # dropDuplicates
+            _placement_matches_spark(
+                spark, q.checkpoint, partitions, ["k", "g", "v"], operatorId=1
+            )  # dropDuplicates
             _verify_clean(tools, q.checkpoint)
             continue
-        spark.conf.set("spark.sql.shuffle.partitions", str(partitions or 2))  # ignored once a checkpoint exists
+        spark.conf.set(
+            "spark.sql.shuffle.partitions", str(partitions or 2)
+        )  # ignored once a checkpoint exists
         rows = _rows(rnd, 30)
         q.add("in", rows)
         changed = set()
@@ -139,7 +145,9 @@ def test_stream_stream_join_up_and_down(spark, tools, tmp_path):
 
     def build(q):
         left = q.source("left").select(F.col("k").alias("lk"), F.col("g").alias("lg"), F.col("v").alias("lv"))
-        right = q.source("right").select(F.col("k").alias("rk"), F.col("g").alias("rg"), F.col("v").alias("rv"))
+        right = q.source("right").select(
+            F.col("k").alias("rk"), F.col("g").alias("rg"), F.col("v").alias("rv")
+        )
         return left.join(right, F.expr("lk = rk AND lg = rg"))
 
     spark.conf.set("spark.sql.shuffle.partitions", "3")
@@ -151,9 +159,7 @@ def test_stream_stream_join_up_and_down(spark, tools, tmp_path):
         if step > 0:
             n = 4 if step == 1 else 2
             rp.repartition(tools, str(q.checkpoint), n)
-            _placement_matches_spark(
-                spark, q.checkpoint, n, ["lk", "lg"], joinSide="left", operatorId=0
-            )
+            _placement_matches_spark(spark, q.checkpoint, n, ["lk", "lg"], joinSide="left", operatorId=0)
             _verify_clean(tools, q.checkpoint)
         new_l, new_r = _rows(rnd, 12, keys=10), _rows(rnd, 12, keys=10)
         q.add("left", new_l)
@@ -216,6 +222,8 @@ def test_interrupted_repartition_is_recognised_then_finished_or_undone(spark, to
     c = load(tools, cp)
     note = rp.unfinished_repartition(tools, c.uri, c.batches, c.uncommitted)
     assert note and "unfinished repartition to 3 partitions" in note and "--undo" in note
+    checked = verify(tools, c, None)
+    assert not checked["ok"] and checked["problems"][-1]["error"] == note
     with pytest.raises(CheckpointError, match="finish it with --partitions 3"):
         rp.repartition(tools, cp, 4)
     rp.undo(tools, cp)
@@ -231,3 +239,74 @@ def test_interrupted_repartition_is_recognised_then_finished_or_undone(spark, to
     for r in rows + more:
         totals[r["k"]] = totals.get(r["k"], 0) + r["v"]
     assert sorted(q.outputs[2]) == sorted((k, totals[k]) for k in {r["k"] for r in more})
+
+
+@pytest.mark.parametrize("step", rp.STEPS)
+def test_crash_at_each_step_then_rerun_finishes(spark, tools, tmp_path, step):
+    """A crash at each named step leaves the old checkpoint (plus unreferenced files) or an uncommitted
+    repartition entry; the same command again finishes, nothing committed before is deleted, and the query
+    resumes with exact results."""
+
+    def build(q):
+        return q.source("in").groupBy("k").agg(F.sum("v"))
+
+    spark.conf.set("spark.sql.shuffle.partitions", "2")
+    q = Query(spark, tmp_path, build)
+    rows = _rows(random.Random(6), 20)
+    q.add("in", rows)
+    q.run()
+    cp = str(q.checkpoint)
+    before = {p for p in q.checkpoint.rglob("*") if p.is_file()}
+    with pytest.raises(rp.InjectedCrash):
+        rp.repartition(tools, cp, 3, crash_at=step)
+    assert not (q.checkpoint / "commits" / "1").exists()
+    assert (q.checkpoint / "offsets" / "1").exists() == (step == rp.STEP_AFTER_OFFSETS)
+    out = rp.repartition(tools, cp, 3)
+    assert out["resume"] == (step == rp.STEP_AFTER_OFFSETS)
+    assert before <= {p for p in q.checkpoint.rglob("*") if p.is_file()}, (
+        "a file of the old lineage was deleted"
+    )
+    _verify_clean(tools, q.checkpoint)
+    more = _rows(random.Random(7), 10)
+    q.add("in", more)
+    q.run()
+    totals: dict[str, int] = {}
+    for r in rows + more:
+        totals[r["k"]] = totals.get(r["k"], 0) + r["v"]
+    assert sorted(q.outputs[2]) == sorted((k, totals[k]) for k in {r["k"] for r in more})
+
+
+def test_flat_map_groups_with_state(spark, tools, tmp_path):
+    """applyInPandasWithState (Spark's flatMapGroupsWithState operator): a running count per key, 2 -> 3."""
+    import pandas as pd
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    def count(key, pdfs, state):
+        n = state.get[0] if state.exists else 0
+        for pdf in pdfs:
+            n += len(pdf)
+        state.update((n,))
+        yield pd.DataFrame({"k": [key[0]], "n": [n]})
+
+    def build(q):
+        return (
+            q.source("in")
+            .groupBy("k")
+            .applyInPandasWithState(
+                count, "k string, n long", "n long", "Update", GroupStateTimeout.NoTimeout
+            )
+        )
+
+    spark.conf.set("spark.sql.shuffle.partitions", "2")
+    q = Query(spark, tmp_path, build)
+    rows = _rows(random.Random(8), 25, keys=12)
+    q.add("in", rows)
+    q.run()
+    rp.repartition(tools, str(q.checkpoint), 3)
+    _placement_matches_spark(spark, q.checkpoint, 3, ["k"], operatorId=0)
+    more = _rows(random.Random(9), 15, keys=12)
+    q.add("in", more)
+    q.run()
+    counts = Counter(r["k"] for r in rows + more)
+    assert sorted(q.outputs[2]) == sorted((k, counts[k]) for k in {r["k"] for r in more})
+    _verify_clean(tools, q.checkpoint)

@@ -224,7 +224,13 @@ class JvmTools:
             raise ToolError(_java_message(e)) from None
 
     def repartition_store(
-        self, operator_dir: str, operator_id: int, store_name: str, sources: str, empty_version: int, placement: Any
+        self,
+        operator_dir: str,
+        operator_id: int,
+        store_name: str,
+        sources: str,
+        empty_version: int,
+        placement: Any,
     ) -> dict:
         return self._json(
             "repartitionStore", operator_dir, operator_id, store_name, sources, empty_version, placement

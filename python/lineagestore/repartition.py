@@ -21,17 +21,31 @@ the JVM.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lineagestore.checkpoint import DEFAULT_STORE, CheckpointError, load
+from lineagestore.checkpoint_spark import (
+    SHUFFLE_PARTITIONS,
+    is_repartition_entry,
+    read_log_entry,
+    repartitioned_offsets,
+    unfinished_repartition,
+)
 from lineagestore.progress import NO_PROGRESS, Progress
 
 if TYPE_CHECKING:
     from lineagestore.checkpoint_jvm import JvmTools
 
-SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+# The steps between the writes, named for crash tests (``crash_at``): a crash at any of them leaves the old
+# checkpoint as it was (plus unreferenced files) or an offset entry without commit, which a re-run finishes.
+STEP_AFTER_STORES = "repartition.after-stores"
+STEP_AFTER_OFFSETS = "repartition.after-offsets"
+STEPS = (STEP_AFTER_STORES, STEP_AFTER_OFFSETS)
+
+
+class InjectedCrash(RuntimeError):
+    """Raised at a named step by a test's ``crash_at``; never by production code."""
 
 
 @dataclass
@@ -81,13 +95,10 @@ class Plan:
 
 
 def _read_log(tools: JvmTools, uri: str) -> tuple[str, list[str]]:
-    text = tools.read_text(uri)
-    if text is None:
-        raise CheckpointError(f"{uri} does not exist")
-    lines = text.split("\n")
-    if not re.fullmatch(r"v\d+", lines[0].strip()) or len(lines) < 2:
-        raise CheckpointError(f"{uri} is not a Spark log entry (expected a 'v<N>' line then JSON)")
-    return lines[0].strip(), lines[1:]
+    try:
+        return read_log_entry(tools, uri)
+    except ValueError as e:
+        raise CheckpointError(str(e)) from None
 
 
 def offset_conf(tools: JvmTools, uri: str) -> dict[str, str]:
@@ -98,55 +109,14 @@ def offset_conf(tools: JvmTools, uri: str) -> dict[str, str]:
         raise CheckpointError(f"{uri}: its metadata line is not JSON; the file is damaged") from None
 
 
-def repartitioned_offsets(tools: JvmTools, src: str, partitions: int) -> str:
-    """``offsets/B`` with ``spark.sql.shuffle.partitions`` set to ``partitions``: what ``offsets/B+1`` holds.
-    The source offsets (every later line) are kept byte for byte, so the next batch reads on from them."""
-    version, rest = _read_log(tools, src)
-    meta = json.loads(rest[0])
-    meta.setdefault("conf", {})[SHUFFLE_PARTITIONS] = str(partitions)
-    return "\n".join([version, json.dumps(meta, separators=(",", ":"))] + rest[1:])
-
-
-def is_repartition_entry(tools: JvmTools, uri: str, batch: int) -> int | None:
-    """If ``offsets/<batch>`` is a repartition batch (the same source offsets as ``offsets/<batch-1>``, only
-    the shuffle partitions differ), its new partition count; else None. Spark's tool writes the same."""
-    try:
-        _, new = _read_log(tools, f"{uri}/offsets/{batch}")
-        _, old = _read_log(tools, f"{uri}/offsets/{batch - 1}")
-        new_meta, old_meta = json.loads(new[0]), json.loads(old[0])
-    except (CheckpointError, json.JSONDecodeError):
-        return None
-    if new[1:] != old[1:]:
-        return None
-    n_new = (new_meta.get("conf") or {}).get(SHUFFLE_PARTITIONS)
-    n_old = (old_meta.get("conf") or {}).get(SHUFFLE_PARTITIONS)
-    if n_new is None or n_new == n_old:
-        return None
-    return int(n_new)
-
-
-def unfinished_repartition(tools: JvmTools, uri: str, batches: list[int], uncommitted: list[int]) -> str | None:
-    """A note for ``verify`` when the checkpoint ends in a repartition batch that was never committed."""
-    if not batches or uncommitted != [batches[-1] + 1]:
-        return None
-    n = is_repartition_entry(tools, uri, uncommitted[0])
-    if n is None:
-        return None
-    b = uncommitted[0]
-    return (
-        f"offsets/{b} is an unfinished repartition to {n} partitions (Spark's offline repartition or an "
-        f"interrupted `lineagestore repartition`): Spark refuses to start this query until it is finished or "
-        f"undone. Finish it: `lineagestore repartition {uri} --partitions {n}`; or undo it: "
-        f"`lineagestore repartition {uri} --undo` (removes only offsets/{b})"
-    )
-
-
 def _schema_jsons(tools: JvmTools, schema_uri: str) -> tuple[str, str]:
     """Key and value schema JSON from Spark's schema file (``_metadata/schema``: a version, then each schema
     as DataOutputStream UTF chunks). The JSON objects are found by decoding, not by fixed offsets."""
     text = tools.read_text(schema_uri)
     if text is None:
-        raise CheckpointError(f"{schema_uri} does not exist: the operator's key schema is needed to place keys")
+        raise CheckpointError(
+            f"{schema_uri} does not exist: the operator's key schema is needed to place keys"
+        )
     decoder = json.JSONDecoder()
     found: list[str] = []
     i = 0
@@ -192,7 +162,9 @@ def plan(tools: JvmTools, path: str, partitions: int) -> Plan:
     last = cp.batches[-1]
     resume = False
     if cp.uncommitted:
-        pending = is_repartition_entry(tools, uri, cp.uncommitted[0]) if cp.uncommitted == [last + 1] else None
+        pending = (
+            is_repartition_entry(tools, uri, cp.uncommitted[0]) if cp.uncommitted == [last + 1] else None
+        )
         if pending is None:
             raise CheckpointError(
                 f"{path}: batch {cp.uncommitted[0]} has an offset entry (offsets/{cp.uncommitted[0]}) but no "
@@ -208,7 +180,9 @@ def plan(tools: JvmTools, path: str, partitions: int) -> Plan:
         resume = True
     old_n = int(offset_conf(tools, f"{uri}/offsets/{last}").get(SHUFFLE_PARTITIONS, "0"))
     if not resume and old_n == partitions:
-        raise CheckpointError(f"{path} already has {partitions} partitions ({SHUFFLE_PARTITIONS} of offsets/{last})")
+        raise CheckpointError(
+            f"{path} already has {partitions} partitions ({SHUFFLE_PARTITIONS} of offsets/{last})"
+        )
     entry_text = tools.read_text(f"{uri}/commits/{last}") or ""
     commit = json.loads(entry_text.split("\n", 1)[1])
     ids = commit.get("stateUniqueIds") or {}
@@ -245,9 +219,22 @@ def plan(tools: JvmTools, path: str, partitions: int) -> Plan:
 
 
 def repartition(
-    tools: JvmTools, path: str, partitions: int, dry_run: bool = False, progress: Progress = NO_PROGRESS
+    tools: JvmTools,
+    path: str,
+    partitions: int,
+    dry_run: bool = False,
+    progress: Progress = NO_PROGRESS,
+    crash_at: str | None = None,
 ) -> dict[str, Any]:
-    """Repartition the stopped query at ``path`` to ``partitions``; see the module doc."""
+    """Repartition the stopped query at ``path`` to ``partitions``; see the module doc. ``crash_at`` (tests
+    only) is one of :data:`STEPS`: :class:`InjectedCrash` is raised there."""
+    if crash_at is not None and crash_at not in STEPS:
+        raise ValueError(f"unknown step {crash_at!r}; steps: {', '.join(STEPS)}")
+
+    def step(name: str) -> None:
+        if crash_at == name:
+            raise InjectedCrash(f"injected crash at {name}")
+
     p = plan(tools, path, partitions)
     result = p.to_json()
     result["dryRun"] = dry_run
@@ -262,7 +249,12 @@ def repartition(
         )
         sources = "\n".join(f"{part} {p.last_batch + 1} {uid} {uri}" for part, uid, uri in s.sources)
         out = tools.repartition_store(
-            f"{p.uri}/state/{s.operator_id}", s.operator_id, s.store_name, sources, p.last_batch + 1, placement
+            f"{p.uri}/state/{s.operator_id}",
+            s.operator_id,
+            s.store_name,
+            sources,
+            p.last_batch + 1,
+            placement,
         )
         rows += out["rowsRead"]
         per_part = new_ids.setdefault(str(s.operator_id), [[] for _ in range(partitions)])
@@ -270,6 +262,7 @@ def repartition(
             per_part[part].append(uid)
         progress.step(f"operator {s.operator_id} {s.store_name}: {out['rowsRead']} rows")
     progress.finish()
+    step(STEP_AFTER_STORES)
     new_batch = p.last_batch + 1
     if not p.resume:
         tools.write_text(
@@ -277,10 +270,13 @@ def repartition(
             repartitioned_offsets(tools, f"{p.uri}/offsets/{p.last_batch}", partitions),
             False,
         )
+    step(STEP_AFTER_OFFSETS)
     version, rest = _read_log(tools, f"{p.uri}/commits/{p.last_batch}")
     commit = json.loads(rest[0])
     commit["stateUniqueIds"] = new_ids
-    tools.write_text(f"{p.uri}/commits/{new_batch}", f"{version}\n" + json.dumps(commit, separators=(",", ":")), False)
+    tools.write_text(
+        f"{p.uri}/commits/{new_batch}", f"{version}\n" + json.dumps(commit, separators=(",", ":")), False
+    )
     result["rowsMoved"] = rows
     return result
 
