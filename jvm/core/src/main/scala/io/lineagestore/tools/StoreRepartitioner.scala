@@ -34,13 +34,11 @@ final case class RepartitionSource(partitionId: Int, dir: String, committed: Che
   */
 object StoreRepartitioner {
 
-  /** Steps a crash test stops at (the tool's own, besides the store's commit and upload steps). */
-  val AfterRead: CrashPoints.Step = CrashPoints.Step("repartition.after-read")
-  val AfterNewStores: CrashPoints.Step = CrashPoints.Step("repartition.after-new-stores")
-
   final case class Result(uniqueIds: Seq[String], rowsRead: Long, rowsPerPartition: Seq[Long])
 
-  /** `newDir(p)` is the directory of new partition `p` (Spark's layout, the same operator). */
+  /** `newDir(p)` is the directory of new partition `p` (Spark's layout, the same operator). `crash` reaches
+    * the new stores' commit and upload steps (the steps between Spark's files are the caller's).
+    */
   def run(
       operatorId: Long,
       storeName: String,
@@ -90,14 +88,12 @@ object StoreRepartitioner {
         }
         LocalDirectories.deleteRecursively(new File(scratch, s"old-${src.partitionId}"))
       }
-      crash.at(AfterRead)
       val ids = targets.map { case (_, store) =>
         val id = store.commit(UUID.randomUUID().toString)
         // the fresh start froze a snapshot: upload it now, the store has no maintenance thread
         store.uploadSnapshots()
         id.uniqueId
       }
-      crash.at(AfterNewStores)
       Result(ids, read, counts.toSeq)
     } finally {
       targets.foreach { case (tool, store) =>
