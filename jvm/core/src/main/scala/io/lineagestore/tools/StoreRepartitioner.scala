@@ -48,11 +48,47 @@ object StoreRepartitioner {
       placement: KeyPlacement,
       crash: CrashPoints = CrashPoints.None,
       scratchRoot: File = new File(System.getProperty("java.io.tmpdir"))
-  ): Result = {
-    val n = placement.partitions
+  ): Result =
+    write(operatorId, storeName, placement.partitions, newDir, emptyVersion, crash, scratchRoot) {
+      (scratch, put) =>
+        sources.foreach { src =>
+          ToolStore.using(StoreRef(operatorId, src.partitionId, storeName, src.dir)) { tool =>
+            val oldDir = new File(scratch, s"old-${src.partitionId}")
+            val old = new LineageStore(tool.files, oldDir, StoreSettings.Default)
+            try {
+              old.load(src.committed)
+              val others = old.columnFamilies.names - ColumnFamilies.DefaultName
+              if (others.nonEmpty)
+                throw new UnsupportedOperationException(
+                  s"${tool.ref} has column families ${others.toSeq.sorted.mkString(", ")} " +
+                    "(transformWithState): repartition moves only stores with the default family; keep the " +
+                    "partition count of this query"
+                )
+              val cf = old.columnFamilies.idOf(ColumnFamilies.DefaultName).get
+              val it = old.scan(cf, Array.emptyByteArray, null)
+              try it.foreach { case (k, v) => put(placement.partitionOf(k), k, v) }
+              finally it.close()
+            } finally old.close()
+            LocalDirectories.deleteRecursively(oldDir)
+          }
+        }
+    }
+
+  /** Opens one empty store per new partition (standing at `emptyVersion`), lets `feed` put every row with
+    * its partition (it gets a scratch directory and the put), then commits each store once and uploads its
+    * snapshot. The rewrite of a lineagestore checkpoint and the migration of another provider's share it.
+    */
+  def write(
+      operatorId: Long,
+      storeName: String,
+      n: Int,
+      newDir: Int => String,
+      emptyVersion: Long,
+      crash: CrashPoints,
+      scratchRoot: File
+  )(feed: (File, (Int, Array[Byte], Array[Byte]) => Unit) => Unit): Result = {
     require(n > 0, s"the new partition count must be positive, got $n")
     val scratch = Files.createTempDirectory(scratchRoot.toPath, "lineagestore-repartition-").toFile
-    // one writable store per new partition, all open while the old partitions are read one by one
     val targets = (0 until n).map { p =>
       val tool = new ToolStore(StoreRef(operatorId, p, storeName, newDir(p)))
       val store = new LineageStore(tool.files, new File(scratch, s"new-$p"), StoreSettings.Default, crash)
@@ -61,40 +97,25 @@ object StoreRepartitioner {
     }
     try {
       val counts = Array.fill(n)(0L)
-      var read = 0L
-      sources.foreach { src =>
-        ToolStore.using(StoreRef(operatorId, src.partitionId, storeName, src.dir)) { tool =>
-          val old = new LineageStore(tool.files, new File(scratch, s"old-${src.partitionId}"), StoreSettings.Default)
-          try {
-            old.load(src.committed)
-            val others = old.columnFamilies.names - ColumnFamilies.DefaultName
-            if (others.nonEmpty)
-              throw new UnsupportedOperationException(
-                s"${tool.ref} has column families ${others.toSeq.sorted.mkString(", ")} (transformWithState): " +
-                  "repartition moves only stores with the default family; keep the partition count of this query"
-              )
-            val cf = old.columnFamilies.idOf(ColumnFamilies.DefaultName).get
-            val it = old.scan(cf, Array.emptyByteArray, null)
-            try it.foreach { case (k, v) =>
-              val p = placement.partitionOf(k)
-              if (p < 0 || p >= n)
-                throw new IllegalStateException(s"placement put a key of ${tool.ref} in partition $p of $n")
-              targets(p)._2.put(cf, k, v)
-              counts(p) += 1
-              read += 1
-            }
-            finally it.close()
-          } finally old.close()
+      val cf = ColumnFamilies.DefaultId
+      feed(
+        scratch,
+        (p, k, v) => {
+          if (p < 0 || p >= n)
+            throw new IllegalStateException(
+              s"placement put a key of operator $operatorId store $storeName in partition $p of $n"
+            )
+          targets(p)._2.put(cf, k, v)
+          counts(p) += 1
         }
-        LocalDirectories.deleteRecursively(new File(scratch, s"old-${src.partitionId}"))
-      }
+      )
       val ids = targets.map { case (_, store) =>
         val id = store.commit(UUID.randomUUID().toString)
         // the fresh start froze a snapshot: upload it now, the store has no maintenance thread
         store.uploadSnapshots()
         id.uniqueId
       }
-      Result(ids, read, counts.toSeq)
+      Result(ids, counts.sum, counts.toSeq)
     } finally {
       targets.foreach { case (tool, store) =>
         try store.close()
