@@ -68,8 +68,8 @@ def foreign_provider(tools: JvmTools, uri: str, offsets: list[int]) -> str | Non
         f"{uri} was written by {provider}, not lineagestore (its offset log {path} records "
         f"{PROVIDER_KEY}={provider}" + (f", {FORMAT_KEY}={version}" if version else "") + "). Spark keeps "
         "the provider a checkpoint started with on every restart, even under lineagestore.configure, so this "
-        "query has never run on lineagestore. To move it, migrate its state (`lineagestore migrate`, "
-        "planned: not available yet) or start on a new checkpoint location; see "
+        "query has never run on lineagestore. To move it, stop it and migrate its state (`lineagestore migrate "
+        f"{uri}`, docs/repartition.md) or start on a new checkpoint location; see "
         "docs/operations.md#a-checkpoint-of-another-provider"
     )
 

@@ -9,7 +9,7 @@ import sys
 import textwrap
 from typing import Any
 
-from lineagestore import __version__
+from lineagestore import __version__, cli_rescale
 from lineagestore.checkpoint_jvm import AWS_SDK_BUNDLE_VERSION, HADOOP_AWS_VERSION
 from lineagestore.cli_render import render_clone, render_gc, render_inspect, render_verify
 
@@ -293,7 +293,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--undo", action="store_true", help="remove an unfinished repartition's offset entry instead"
     )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.set_defaults(func=_repartition)
+    p.set_defaults(func=cli_rescale.repartition_command)
+
+    p = sub.add_parser(
+        "migrate",
+        help="move a stopped query from Spark's RocksDB or HDFS provider onto lineagestore, keeping its state",
+        formatter_class=_Formatter,
+        description="Rewrite the state of the last committed batch into lineagestore's format (optionally into "
+        "N partitions) and record lineagestore as the provider in a new offset log entry, so that the restarted "
+        "query runs on lineagestore. Starts a local SparkSession (Spark's providers read their own files). "
+        "Stop the query first; see docs/repartition.md.",
+    )
+    p.add_argument("checkpoint", help="checkpoint directory or URI of a stopped query")
+    p.add_argument("--partitions", type=int, metavar="N", help="a new partition count (default: keep it)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=None)
     return parser
 
 
@@ -333,6 +347,9 @@ def main(argv: list[str] | None = None) -> int:
         hadoop_conf[key] = value
 
     from lineagestore.checkpoint import CheckpointError, Progress, to_uri
+
+    if args.command == "migrate":
+        return cli_rescale.migrate_command(args, hadoop_conf)
     from lineagestore.checkpoint_jvm import (
         ENV_JARS,
         ENV_PACKAGES,
@@ -467,24 +484,6 @@ def _clone(args: argparse.Namespace, tools: Any, progress: Any) -> int:
         print(json.dumps(result, indent=2))
     else:
         print(render_clone(result))
-    return EXIT_OK
-
-
-# ---- repartition ------------------------------------------------------------------------------------------
-
-
-def _repartition(args: argparse.Namespace, tools: Any, progress: Any) -> int:
-    from lineagestore import repartition
-    from lineagestore.cli_render import render_repartition
-
-    if args.undo:
-        result = repartition.undo(tools, args.checkpoint)
-    elif args.partitions is None:
-        print("lineagestore repartition: error: give --partitions N (or --undo)", file=sys.stderr)
-        return EXIT_USAGE
-    else:
-        result = repartition.repartition(tools, args.checkpoint, args.partitions, args.dry_run, progress)
-    print(json.dumps(result, indent=2) if args.json else render_repartition(result))
     return EXIT_OK
 
 

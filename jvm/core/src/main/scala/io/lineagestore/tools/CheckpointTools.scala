@@ -192,7 +192,7 @@ object CheckpointTools {
     val parsed = Option(sources).getOrElse("").split("\n").toSeq.map(_.trim).filter(_.nonEmpty).map { line =>
       line.split(" ", 4) match {
         case Array(p, v, id, dir) => RepartitionSource(p.toInt, dir, CheckpointId(v.toLong, id))
-        case _ => throw new IllegalArgumentException(s"bad source line '$line'")
+        case _                    => throw new IllegalArgumentException(s"bad source line '$line'")
       }
     }
     val suffix = if (storeName == "default") "" else s"/$storeName"

@@ -27,8 +27,8 @@ final case class RepartitionSource(partitionId: Int, dir: String, committed: Che
   * batch) and commits once, as checkpoint `emptyVersion + 1` with a fresh unique ID, writing its whole state
   * as one delta that starts from the empty state, plus a snapshot (the provider's own `loadEmpty` path, see
   * [[LineageStore.loadEmpty]]). Nothing already written is touched or deleted: the new files have new unique
-  * IDs, so until Spark's commit log names them they are unreferenced (a crash leaves orphans for `gc`, never a
-  * changed lineage), and a re-run writes another set.
+  * IDs, so until Spark's commit log names them they are unreferenced (a crash leaves orphans for `gc`, never
+  * a changed lineage), and a re-run writes another set.
   *
   * Only the default column family is moved; a store with others (transformWithState) is refused by name.
   */
@@ -74,8 +74,8 @@ object StoreRepartitioner {
         }
     }
 
-  /** Opens one empty store per new partition (standing at `emptyVersion`), lets `feed` put every row with
-    * its partition (it gets a scratch directory and the put), then commits each store once and uploads its
+  /** Opens one empty store per new partition (standing at `emptyVersion`), lets `feed` put every row with its
+    * partition (it gets a scratch directory and the put), then commits each store once and uploads its
     * snapshot. The rewrite of a lineagestore checkpoint and the migration of another provider's share it.
     */
   def write(

@@ -57,7 +57,9 @@ class StoreRepartitionerSuite extends AnyFunSuite with BeforeAndAfterEach {
     assert(r.rowsRead == keys)
     assert(r.uniqueIds.size == newN && r.uniqueIds.distinct.size == newN)
     val all = (0 until newN).map(p => p -> readNew(p, CheckpointId(3, r.uniqueIds(p))))
-    all.foreach { case (p, rows) => assert(rows.keySet.forall(_ % newN == p), s"partition $p: ${rows.keySet}") }
+    all.foreach { case (p, rows) =>
+      assert(rows.keySet.forall(_ % newN == p), s"partition $p: ${rows.keySet}")
+    }
     assert(all.flatMap(_._2).toMap == (0 until keys).map(i => i -> s"v$i").toMap)
     assert(r.rowsPerPartition == all.map(_._2.size.toLong))
     // the old lineage is untouched: each old partition still loads its committed checkpoint
@@ -70,7 +72,9 @@ class StoreRepartitionerSuite extends AnyFunSuite with BeforeAndAfterEach {
       override val partitions = 2
       override def partitionOf(key: Array[Byte]): Int = 7
     }
-    val e = intercept[IllegalStateException](StoreRepartitioner.run(0, "default", sources, dir, 2, bad, scratchRoot = tmp))
+    val e = intercept[IllegalStateException](
+      StoreRepartitioner.run(0, "default", sources, dir, 2, bad, scratchRoot = tmp)
+    )
     assert(e.getMessage.contains("partition 7 of 2"))
   }
 }

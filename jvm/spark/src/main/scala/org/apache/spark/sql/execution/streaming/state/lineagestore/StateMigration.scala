@@ -93,10 +93,11 @@ object StateMigration {
         )
         try {
           val store = provider.getReadStore(batchId + 1, ids.lift(old))
-          try store.iterator().foreach { pair =>
-            val p = if (keepPartitions) old else partitionId.eval(pair.key).asInstanceOf[Int]
-            put(p, encoders.encodeKey(pair.key), encoders.encodeValue(pair.value))
-          }
+          try
+            store.iterator().foreach { pair =>
+              val p = if (keepPartitions) old else partitionId.eval(pair.key).asInstanceOf[Int]
+              put(p, encoders.encodeKey(pair.key), encoders.encodeValue(pair.value))
+            }
           finally store.abort()
         } finally provider.close()
       }
