@@ -17,7 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from lineagestore.checkpoint_jvm import JvmTools
-from lineagestore.checkpoint_spark import foreign_provider, not_lineagestore, operator_kind
+from lineagestore.checkpoint_spark import (
+    foreign_provider,
+    not_lineagestore,
+    operator_kind,
+    unfinished_repartition,
+)
 from lineagestore.progress import NO_PROGRESS, Progress  # noqa: F401  (re-exported for the CLI)
 
 DEFAULT_STORE = "default"
@@ -335,6 +340,11 @@ def verify(
     if cp.stores and not cp.batches:
         problems.append(
             {"store": "", "file": f"{cp.uri}/commits", "error": "no committed batch", "batches": []}
+        )
+    unfinished = unfinished_repartition(tools, cp.uri, cp.batches, cp.uncommitted)
+    if unfinished:  # Spark refuses to start the query until this is finished or undone
+        problems.append(
+            {"store": "", "file": f"{cp.uri}/offsets/{cp.uncommitted[0]}", "error": unfinished, "batches": []}
         )
     return {
         "checkpoint": cp.display,

@@ -208,6 +208,34 @@ class JvmTools:
     def clone_files(self, src: str, dst: str, rel_dir: str, names: list[str]) -> dict:
         return self._json("cloneFiles", src, dst, rel_dir, "\n".join(names))
 
+    def delete(self, uri: str) -> None:
+        self._call("delete", uri)
+
+    def key_placement(
+        self, key_schema: str, value_schema: str, prefix_cols: int, partition_cols: int, partitions: int
+    ) -> Any:
+        """Spark's own placement of a state key (``SparkKeyPlacement``, in the Spark glue), as a JVM object."""
+        from py4j.protocol import Py4JJavaError
+
+        cls = self._jvm.org.apache.spark.sql.execution.streaming.state.lineagestore.SparkKeyPlacement
+        try:
+            return cls.of(key_schema, value_schema, prefix_cols, partition_cols, partitions)
+        except Py4JJavaError as e:
+            raise ToolError(_java_message(e)) from None
+
+    def repartition_store(
+        self,
+        operator_dir: str,
+        operator_id: int,
+        store_name: str,
+        sources: str,
+        empty_version: int,
+        placement: Any,
+    ) -> dict:
+        return self._json(
+            "repartitionStore", operator_dir, operator_id, store_name, sources, empty_version, placement
+        )
+
 
 def _java_message(e: Any) -> str:
     try:

@@ -5,6 +5,7 @@ metadata. Spark's JSON files only; lineagestore's own format is read by the JVM 
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -37,6 +38,7 @@ def operator_kind(spark_name: str | None) -> str | None:
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 FORMAT_KEY = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 LINEAGESTORE_PROVIDER = "io.lineagestore.spark.LineageStateStoreProvider"
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 
 
 def recorded_conf(tools: JvmTools, uri: str, offsets: list[int]) -> tuple[str | None, dict[str, str]]:
@@ -66,8 +68,8 @@ def foreign_provider(tools: JvmTools, uri: str, offsets: list[int]) -> str | Non
         f"{uri} was written by {provider}, not lineagestore (its offset log {path} records "
         f"{PROVIDER_KEY}={provider}" + (f", {FORMAT_KEY}={version}" if version else "") + "). Spark keeps "
         "the provider a checkpoint started with on every restart, even under lineagestore.configure, so this "
-        "query has never run on lineagestore. To move it, migrate its state (`lineagestore migrate`, "
-        "planned: not available yet) or start on a new checkpoint location; see "
+        "query has never run on lineagestore. To move it, stop it and migrate its state (`lineagestore migrate "
+        f"{uri}`, docs/repartition.md) or start on a new checkpoint location; see "
         "docs/operations.md#a-checkpoint-of-another-provider"
     )
 
@@ -80,4 +82,64 @@ def not_lineagestore(tools: JvmTools, uri: str, last_batch: int, offsets: list[i
         f"{uri}/commits/{last_batch} has no stateUniqueIds, so this checkpoint has no lineage to inspect: it "
         f"was written with {FORMAT_KEY}={version or '1 (not recorded: the default)'} "
         f"({path or 'no offset log entry'}), and lineagestore needs version 2 (lineagestore.configure sets it)"
+    )
+
+
+# ---- repartition batches (Spark 4.3's offline repartition, and lineagestore's) ---------------------------------
+
+
+def read_log_entry(tools: JvmTools, uri: str) -> tuple[str, list[str]]:
+    """A Spark log entry's version line and the lines after it; ValueError naming the file if it is absent
+    or not a log entry."""
+    text = tools.read_text(uri)
+    if text is None:
+        raise ValueError(f"{uri} does not exist")
+    lines = text.split("\n")
+    if not re.fullmatch(r"v\d+", lines[0].strip()) or len(lines) < 2:
+        raise ValueError(f"{uri} is not a Spark log entry (expected a 'v<N>' line then JSON)")
+    return lines[0].strip(), lines[1:]
+
+
+def repartitioned_offsets(tools: JvmTools, src: str, partitions: int) -> str:
+    """``offsets/B`` with ``spark.sql.shuffle.partitions`` set to ``partitions``: what ``offsets/B+1`` holds.
+    The source offsets (every later line) are kept byte for byte, so the next batch reads on from them."""
+    version, rest = read_log_entry(tools, src)
+    meta = json.loads(rest[0])
+    meta.setdefault("conf", {})[SHUFFLE_PARTITIONS] = str(partitions)
+    return "\n".join([version, json.dumps(meta, separators=(",", ":"))] + rest[1:])
+
+
+def is_repartition_entry(tools: JvmTools, uri: str, batch: int) -> int | None:
+    """If ``offsets/<batch>`` is a repartition batch (the same source offsets as ``offsets/<batch-1>``, only
+    the shuffle partitions differ), its new partition count; else None. Spark's tool writes the same."""
+    try:
+        _, new = read_log_entry(tools, f"{uri}/offsets/{batch}")
+        _, old = read_log_entry(tools, f"{uri}/offsets/{batch - 1}")
+        new_meta, old_meta = json.loads(new[0]), json.loads(old[0])
+    except (ValueError, json.JSONDecodeError):
+        return None
+    if new[1:] != old[1:]:
+        return None
+    n_new = (new_meta.get("conf") or {}).get(SHUFFLE_PARTITIONS)
+    n_old = (old_meta.get("conf") or {}).get(SHUFFLE_PARTITIONS)
+    if n_new is None or n_new == n_old:
+        return None
+    return int(n_new)
+
+
+def unfinished_repartition(
+    tools: JvmTools, uri: str, batches: list[int], uncommitted: list[int]
+) -> str | None:
+    """A note for ``verify`` when the checkpoint ends in a repartition batch that was never committed."""
+    if not batches or uncommitted != [batches[-1] + 1]:
+        return None
+    n = is_repartition_entry(tools, uri, uncommitted[0])
+    if n is None:
+        return None
+    b = uncommitted[0]
+    return (
+        f"offsets/{b} is an unfinished repartition to {n} partitions (Spark's offline repartition or an "
+        f"interrupted `lineagestore repartition`): Spark refuses to start this query until it is finished or "
+        f"undone. Finish it: `lineagestore repartition {uri} --partitions {n}`; or undo it: "
+        f"`lineagestore repartition {uri} --undo` (removes only offsets/{b})"
     )

@@ -9,7 +9,7 @@ import sys
 import textwrap
 from typing import Any
 
-from lineagestore import __version__
+from lineagestore import __version__, cli_rescale
 from lineagestore.checkpoint_jvm import AWS_SDK_BUNDLE_VERSION, HADOOP_AWS_VERSION
 from lineagestore.cli_render import render_clone, render_gc, render_inspect, render_verify
 
@@ -265,6 +265,49 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=_clone)
+
+    p = sub.add_parser(
+        "repartition",
+        help="change the partition count of a stopped query's state (docs/repartition.md)",
+        formatter_class=_Formatter,
+        description=textwrap.dedent(
+            """\
+            Rewrite the state of the last committed batch into N partitions and record it as one more
+            batch (offsets/<B+1> with spark.sql.shuffle.partitions=N, then commits/<B+1>), as Spark 4.3's
+            own offline repartition does for its provider. Every key lands where Spark's shuffle sends it.
+            Nothing already written is changed or deleted; a crash leaves the old checkpoint (plus orphan
+            files for gc), and running the command again finishes the job. Stop the query first."""
+        ),
+        epilog=textwrap.dedent(
+            """\
+            examples:
+              lineagestore repartition /data/checkpoints/clicks --partitions 12 --dry-run
+              lineagestore repartition /data/checkpoints/clicks --partitions 12
+              lineagestore repartition /data/checkpoints/clicks --undo   # drop an unfinished repartition"""
+        ),
+    )
+    p.add_argument("checkpoint", help="checkpoint directory or URI of a stopped query")
+    p.add_argument("--partitions", type=int, metavar="N", help="the new partition count")
+    p.add_argument("--dry-run", action="store_true", help="only say what would be written")
+    p.add_argument(
+        "--undo", action="store_true", help="remove an unfinished repartition's offset entry instead"
+    )
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=cli_rescale.repartition_command)
+
+    p = sub.add_parser(
+        "migrate",
+        help="move a stopped query from Spark's RocksDB or HDFS provider onto lineagestore, keeping its state",
+        formatter_class=_Formatter,
+        description="Rewrite the state of the last committed batch into lineagestore's format (optionally into "
+        "N partitions) and record lineagestore as the provider in a new offset log entry, so that the restarted "
+        "query runs on lineagestore. Starts a local SparkSession (Spark's providers read their own files). "
+        "Stop the query first; see docs/repartition.md.",
+    )
+    p.add_argument("checkpoint", help="checkpoint directory or URI of a stopped query")
+    p.add_argument("--partitions", type=int, metavar="N", help="a new partition count (default: keep it)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=None)
     return parser
 
 
@@ -304,6 +347,9 @@ def main(argv: list[str] | None = None) -> int:
         hadoop_conf[key] = value
 
     from lineagestore.checkpoint import CheckpointError, Progress, to_uri
+
+    if args.command == "migrate":
+        return cli_rescale.migrate_command(args, hadoop_conf)
     from lineagestore.checkpoint_jvm import (
         ENV_JARS,
         ENV_PACKAGES,

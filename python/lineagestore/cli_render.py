@@ -260,3 +260,20 @@ def render_clone(r: dict) -> str:
         f"{qid}\n"
         f"check it with: lineagestore verify {r['destination']}"
     )
+
+
+def render_repartition(r: dict) -> str:
+    if "removed" in r:
+        return f"removed {r['removed']}: the checkpoint is back at its last committed batch"
+    head = (
+        f"{r['checkpoint']}: batch {r['lastBatch']}'s state, {r['oldPartitions']} -> {r['newPartitions']} "
+        f"partitions, recorded as batch {r['newBatch']} (store version {r['storeVersion']})"
+        + (" (finishing an interrupted repartition)" if r["resume"] else "")
+    )
+    lines = [head]
+    if r.get("dryRun"):
+        lines.append("dry run: would write")
+        lines += [f"  {w}" for w in r["writes"]]
+    else:
+        lines.append(f"moved {r.get('rowsMoved', 0)} rows in {len(r['stores'])} stores; restart the query")
+    return "\n".join(lines)

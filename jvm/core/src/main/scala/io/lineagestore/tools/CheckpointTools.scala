@@ -5,7 +5,7 @@ import java.nio.charset.StandardCharsets.UTF_8
 
 import org.apache.hadoop.fs.Path
 
-import io.lineagestore.lineage.CommitLogEntry
+import io.lineagestore.lineage.{CheckpointId, CommitLogEntry}
 import io.lineagestore.storage.HadoopBlobStore.wrapAccess
 import io.lineagestore.tools.Json._
 
@@ -76,6 +76,12 @@ object CheckpointTools {
     val out = p.getFileSystem(ToolEnv.hadoopConf).create(p, overwrite)
     try out.write(text.getBytes(UTF_8))
     finally out.close()
+  }
+
+  /** Deletes one file (the `--undo` of an unfinished repartition's offset entry); false if it was absent. */
+  def delete(uri: String): Boolean = wrapAccess("delete", uri, ToolEnv.hadoopConf) {
+    val p = new Path(uri)
+    p.getFileSystem(ToolEnv.hadoopConf).delete(p, false)
   }
 
   // ---- one store ---------------------------------------------------------------------------------------------
@@ -165,6 +171,43 @@ object CheckpointTools {
       "copied" -> stats.copied,
       "serverCopied" -> stats.serverCopied,
       "bytes" -> stats.bytes
+    ).render
+  }
+
+  // ---- repartition -------------------------------------------------------------------------------------------
+
+  /** Rewrites store `storeName` of operator `operatorId` into `placement.partitions` new partitions; see
+    * [[StoreRepartitioner]]. `sources` has one line `<partitionId> <version> <uniqueId> <dir>` per old
+    * partition (its committed checkpoint); new partition `p` goes to `<operatorDir>/<p>[/<storeName>]`. JSON
+    * out: `{"uniqueIds": [...], "rowsRead", "rowsPerPartition": [...]}`.
+    */
+  def repartitionStore(
+      operatorDir: String,
+      operatorId: Long,
+      storeName: String,
+      sources: String,
+      emptyVersion: Long,
+      placement: KeyPlacement
+  ): String = {
+    val parsed = Option(sources).getOrElse("").split("\n").toSeq.map(_.trim).filter(_.nonEmpty).map { line =>
+      line.split(" ", 4) match {
+        case Array(p, v, id, dir) => RepartitionSource(p.toInt, dir, CheckpointId(v.toLong, id))
+        case _                    => throw new IllegalArgumentException(s"bad source line '$line'")
+      }
+    }
+    val suffix = if (storeName == "default") "" else s"/$storeName"
+    val r = StoreRepartitioner.run(
+      operatorId,
+      storeName,
+      parsed,
+      p => s"${operatorDir.stripSuffix("/")}/$p$suffix",
+      emptyVersion,
+      placement
+    )
+    obj(
+      "uniqueIds" -> strs(r.uniqueIds),
+      "rowsRead" -> r.rowsRead,
+      "rowsPerPartition" -> arr(r.rowsPerPartition.map(Num))
     ).render
   }
 }

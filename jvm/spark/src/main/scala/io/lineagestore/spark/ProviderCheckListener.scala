@@ -40,8 +40,8 @@ object ProviderCheckListener {
       s"lineagestore: this query does NOT run on lineagestore. Its checkpoint $checkpoint was written by " +
         s"$other (its offset log, offsets/$batchId, records spark.sql.streaming.stateStore.providerClass=" +
         s"$other), and Spark keeps the provider a checkpoint started with, whatever the session sets. To run " +
-        "it on lineagestore, migrate the checkpoint's state (`lineagestore migrate`, planned: not available " +
-        "yet) or start the query on a new checkpoint location; to keep it on its provider, drop " +
+        s"it on lineagestore, stop it and migrate the checkpoint's state (`lineagestore migrate $checkpoint`, " +
+        "docs/repartition.md) or start the query on a new checkpoint location; to keep it on its provider, drop " +
         "lineagestore.configure for it. See docs/operations.md, \"A checkpoint of another provider\"."
     }
 }

@@ -1,0 +1,398 @@
+"""``lineagestore repartition`` end to end: a query runs, stops, is repartitioned, restarts and runs on; its
+outputs must equal a plain-Python oracle's, its state must sit where Spark's own shuffle puts each key, and
+``verify`` must find the checkpoint clean.
+
+All tests share the session's SparkSession (local[2]) and use a few dozen rows: they prove placement and
+bookkeeping, not scale (integration-tests/bench has the sizes).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from lineagestore import repartition as rp
+from lineagestore.checkpoint import CheckpointError, load, verify
+from lineagestore.checkpoint_jvm import connect
+from lineagestore.testing.harness import PROVIDER_CLASSES
+
+SCHEMA = "k string, g int, v long"
+
+
+@pytest.fixture
+def tools(spark):
+    spark.conf.set("spark.sql.streaming.stateStore.providerClass", PROVIDER_CLASSES["lineagestore"])
+    with connect(in_session="ignore") as t:
+        yield t
+    spark.conf.set("spark.sql.streaming.stateStore.providerClass", PROVIDER_CLASSES["builtin"])
+    spark.conf.set("spark.sql.shuffle.partitions", "2")
+
+
+class Query:
+    """One query over JSON input files, run with availableNow; foreachBatch keeps each batch's rows."""
+
+    def __init__(self, spark, root: Path, build, mode: str = "update"):
+        self.spark, self.root, self.build, self.mode = spark, root, build, mode
+        self.checkpoint = root / "checkpoint"
+        self.outputs: dict[int, list[tuple]] = {}
+        self.files = 0
+
+    def add(self, source: str, rows: list[dict]) -> None:
+        d = self.root / source
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"{self.files:04d}.json").write_text("\n".join(json.dumps(r) for r in rows))
+        self.files += 1
+
+    def source(self, name: str):
+        (self.root / name).mkdir(parents=True, exist_ok=True)
+        return self.spark.readStream.schema(SCHEMA).json(str(self.root / name))
+
+    def run(self) -> None:
+        def collect(df, batch_id):
+            self.outputs[batch_id] = [tuple(r) for r in df.collect()]
+
+        q = (
+            self.build(self)
+            .writeStream.outputMode(self.mode)
+            .foreachBatch(collect)
+            .option("checkpointLocation", str(self.checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+        q.awaitTermination()
+
+
+def _rows(rnd: random.Random, n: int, keys: int = 40) -> list[dict]:
+    return [
+        {"k": f"k{rnd.randrange(keys)}", "g": rnd.randrange(3), "v": rnd.randrange(1, 9)} for _ in range(n)
+    ]
+
+
+def _placement_matches_spark(spark, checkpoint: Path, n: int, key_cols: list[str], **options) -> None:
+    """Every key in the state is in the partition Spark's shuffle sends it to: the state data source's
+    partition_id against spark_partition_id() after repartition(n, key columns) of the same keys."""
+    reader = spark.read.format("statestore")
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    # the key's fields by position (a join's state names them field0, field1, ...)
+    state = reader.load(str(checkpoint)).select("partition_id", "key.*").toDF("partition_id", *key_cols)
+    placed = {tuple(r[1:]): r[0] for r in state.collect()}
+    assert placed, "the state is empty: nothing was checked"
+    keys = spark.createDataFrame(list(placed), StructType(state.schema.fields[1:]))
+    shuffled = keys.repartition(n, *key_cols).select(F.spark_partition_id().alias("p"), *key_cols).collect()
+    expected = {tuple(r[1:]): r[0] for r in shuffled}
+    assert placed == expected
+    assert set(placed.values()) <= set(range(n))
+
+
+def _verify_clean(tools, checkpoint: Path) -> None:
+    result = verify(tools, load(tools, str(checkpoint)), None)
+    assert result["ok"], json.dumps(result, indent=2)[:3000]
+
+
+def test_dedup_then_aggregation_up_and_down(spark, tools, tmp_path):
+    """Two stateful operators (dropDuplicates, then groupBy count/sum): 3 -> 5 -> 2 partitions."""
+
+    def build(q):
+        return q.source("in").dropDuplicates(["k", "g", "v"]).groupBy("k", "g").agg(F.count("*"), F.sum("v"))
+
+    rnd = random.Random(5)
+    q = Query(spark, tmp_path, build)
+    seen: set[tuple] = set()
+    totals: dict[tuple, tuple[int, int]] = {}
+    expected: dict[int, list[tuple]] = {}
+    batch = 0
+    for step, partitions in enumerate([3, 5, None, 2, None]):
+        if partitions is not None and step > 0:
+            out = rp.repartition(tools, str(q.checkpoint), partitions)
+            assert out["newPartitions"] == partitions and out["rowsMoved"] > 0
+            batch += 1  # the repartition is a batch of its own, without output
+            _placement_matches_spark(spark, q.checkpoint, partitions, ["k", "g"], operatorId=0)  # aggregation
+            _placement_matches_spark(
+                spark, q.checkpoint, partitions, ["k", "g", "v"], operatorId=1
+            )  # dropDuplicates
+            _verify_clean(tools, q.checkpoint)
+            continue
+        spark.conf.set(
+            "spark.sql.shuffle.partitions", str(partitions or 2)
+        )  # ignored once a checkpoint exists
+        rows = _rows(rnd, 30)
+        q.add("in", rows)
+        changed = set()
+        for r in rows:
+            t = (r["k"], r["g"], r["v"])
+            if t in seen:
+                continue
+            seen.add(t)
+            c, s = totals.get((r["k"], r["g"]), (0, 0))
+            totals[(r["k"], r["g"])] = (c + 1, s + r["v"])
+            changed.add((r["k"], r["g"]))
+        expected[batch] = sorted((k, g, *totals[(k, g)]) for k, g in changed)
+        q.run()
+        batch += 1
+    assert {b: sorted(rows) for b, rows in q.outputs.items()} == expected
+    _verify_clean(tools, q.checkpoint)
+
+
+def test_stream_stream_join_up_and_down(spark, tools, tmp_path):
+    """An inner join's four stores per partition (keys: join key, join key + index): 3 -> 4 -> 2."""
+
+    def build(q):
+        left = q.source("left").select(F.col("k").alias("lk"), F.col("g").alias("lg"), F.col("v").alias("lv"))
+        right = q.source("right").select(
+            F.col("k").alias("rk"), F.col("g").alias("rg"), F.col("v").alias("rv")
+        )
+        return left.join(right, F.expr("lk = rk AND lg = rg"))
+
+    spark.conf.set("spark.sql.shuffle.partitions", "3")
+    rnd = random.Random(9)
+    q = Query(spark, tmp_path, build, mode="append")
+    lefts: list[dict] = []
+    rights: list[dict] = []
+    for step in range(3):
+        if step > 0:
+            n = 4 if step == 1 else 2
+            rp.repartition(tools, str(q.checkpoint), n)
+            _placement_matches_spark(spark, q.checkpoint, n, ["lk", "lg"], joinSide="left", operatorId=0)
+            _verify_clean(tools, q.checkpoint)
+        new_l, new_r = _rows(rnd, 12, keys=10), _rows(rnd, 12, keys=10)
+        q.add("left", new_l)
+        q.add("right", new_r)
+        lefts += new_l
+        rights += new_r
+        q.run()
+    got = Counter(r for rows in q.outputs.values() for r in rows)
+    want = Counter(
+        (a["k"], a["g"], a["v"], b["k"], b["g"], b["v"])
+        for a in lefts
+        for b in rights
+        if (a["k"], a["g"]) == (b["k"], b["g"])
+    )
+    assert got == want
+    _verify_clean(tools, q.checkpoint)
+
+
+def test_refusals_name_the_cause(spark, tools, tmp_path):
+    def build(q):
+        return q.source("in").groupBy("k").count()
+
+    spark.conf.set("spark.sql.shuffle.partitions", "2")
+    q = Query(spark, tmp_path, build)
+    q.add("in", _rows(random.Random(1), 5))
+    q.run()
+    cp = str(q.checkpoint)
+    with pytest.raises(CheckpointError, match="at least 1"):
+        rp.repartition(tools, cp, 0)
+    with pytest.raises(CheckpointError, match="already has 2 partitions"):
+        rp.repartition(tools, cp, 2)
+    # a batch started and not committed: a running query (or one stopped mid-batch) holds the checkpoint
+    offsets = q.checkpoint / "offsets"
+    (offsets / "1").write_text((offsets / "0").read_text().replace('"logOffset":0', '"logOffset":1'))
+    with pytest.raises(CheckpointError, match="no commit: a query is running it"):
+        rp.repartition(tools, cp, 3)
+    (offsets / "1").unlink()
+    # a dry run writes nothing
+    before = sorted(p.name for p in q.checkpoint.rglob("*"))
+    out = rp.repartition(tools, cp, 3, dry_run=True)
+    assert out["dryRun"] and any("commits/1" in w for w in out["writes"])
+    assert sorted(p.name for p in q.checkpoint.rglob("*")) == before
+
+
+def test_interrupted_repartition_is_recognised_then_finished_or_undone(spark, tools, tmp_path):
+    """Spark's own tool (and a crash of ours after offsets/B+1) leaves an offset entry without commit:
+    verify explains it, --undo removes only that entry, and a re-run finishes it."""
+
+    def build(q):
+        return q.source("in").groupBy("k").agg(F.sum("v"))
+
+    spark.conf.set("spark.sql.shuffle.partitions", "2")
+    q = Query(spark, tmp_path, build)
+    rows = _rows(random.Random(3), 20)
+    q.add("in", rows)
+    q.run()
+    cp = str(q.checkpoint)
+    entry = rp.repartitioned_offsets(tools, f"{load(tools, cp).uri}/offsets/0", 3)
+    (q.checkpoint / "offsets" / "1").write_text(entry)
+    c = load(tools, cp)
+    note = rp.unfinished_repartition(tools, c.uri, c.batches, c.uncommitted)
+    assert note and "unfinished repartition to 3 partitions" in note and "--undo" in note
+    checked = verify(tools, c, None)
+    assert not checked["ok"] and checked["problems"][-1]["error"] == note
+    with pytest.raises(CheckpointError, match="finish it with --partitions 3"):
+        rp.repartition(tools, cp, 4)
+    rp.undo(tools, cp)
+    assert not (q.checkpoint / "offsets" / "1").exists()
+    (q.checkpoint / "offsets" / "1").write_text(entry)
+    out = rp.repartition(tools, cp, 3)
+    assert out["resume"]
+    _verify_clean(tools, q.checkpoint)
+    more = _rows(random.Random(4), 10)
+    q.add("in", more)
+    q.run()
+    totals: dict[str, int] = {}
+    for r in rows + more:
+        totals[r["k"]] = totals.get(r["k"], 0) + r["v"]
+    assert sorted(q.outputs[2]) == sorted((k, totals[k]) for k in {r["k"] for r in more})
+
+
+@pytest.mark.parametrize("step", rp.STEPS)
+def test_crash_at_each_step_then_rerun_finishes(spark, tools, tmp_path, step):
+    """A crash at each named step leaves the old checkpoint (plus unreferenced files) or an uncommitted
+    repartition entry; the same command again finishes, nothing committed before is deleted, and the query
+    resumes with exact results."""
+
+    def build(q):
+        return q.source("in").groupBy("k").agg(F.sum("v"))
+
+    spark.conf.set("spark.sql.shuffle.partitions", "2")
+    q = Query(spark, tmp_path, build)
+    rows = _rows(random.Random(6), 20)
+    q.add("in", rows)
+    q.run()
+    cp = str(q.checkpoint)
+    before = {p for p in q.checkpoint.rglob("*") if p.is_file()}
+    with pytest.raises(rp.InjectedCrash):
+        rp.repartition(tools, cp, 3, crash_at=step)
+    assert not (q.checkpoint / "commits" / "1").exists()
+    assert (q.checkpoint / "offsets" / "1").exists() == (step == rp.STEP_AFTER_OFFSETS)
+    out = rp.repartition(tools, cp, 3)
+    assert out["resume"] == (step == rp.STEP_AFTER_OFFSETS)
+    assert before <= {p for p in q.checkpoint.rglob("*") if p.is_file()}, (
+        "a file of the old lineage was deleted"
+    )
+    _verify_clean(tools, q.checkpoint)
+    more = _rows(random.Random(7), 10)
+    q.add("in", more)
+    q.run()
+    totals: dict[str, int] = {}
+    for r in rows + more:
+        totals[r["k"]] = totals.get(r["k"], 0) + r["v"]
+    assert sorted(q.outputs[2]) == sorted((k, totals[k]) for k in {r["k"] for r in more})
+
+
+def test_flat_map_groups_with_state(spark, tools, tmp_path):
+    """applyInPandasWithState (Spark's flatMapGroupsWithState operator): a running count per key, 2 -> 3."""
+    import pandas as pd
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    def count(key, pdfs, state):
+        n = state.get[0] if state.exists else 0
+        for pdf in pdfs:
+            n += len(pdf)
+        state.update((n,))
+        yield pd.DataFrame({"k": [key[0]], "n": [n]})
+
+    def build(q):
+        return (
+            q.source("in")
+            .groupBy("k")
+            .applyInPandasWithState(
+                count, "k string, n long", "n long", "Update", GroupStateTimeout.NoTimeout
+            )
+        )
+
+    spark.conf.set("spark.sql.shuffle.partitions", "2")
+    q = Query(spark, tmp_path, build)
+    rows = _rows(random.Random(8), 25, keys=12)
+    q.add("in", rows)
+    q.run()
+    rp.repartition(tools, str(q.checkpoint), 3)
+    _placement_matches_spark(spark, q.checkpoint, 3, ["k"], operatorId=0)
+    more = _rows(random.Random(9), 15, keys=12)
+    q.add("in", more)
+    q.run()
+    counts = Counter(r["k"] for r in rows + more)
+    assert sorted(q.outputs[2]) == sorted((k, counts[k]) for k in {r["k"] for r in more})
+    _verify_clean(tools, q.checkpoint)
+
+
+def test_s3a_checkpoint_through_the_command_line(spark, tools, s3_server, s3_bucket, tmp_path, capsys):
+    """The command line on an s3a:// checkpoint on the real local S3 server: 2 -> 3, then the query resumes."""
+    from lineagestore import cli
+
+    def build(q):
+        return q.source("in").groupBy("k").agg(F.sum("v"))
+
+    spark.conf.set("spark.sql.shuffle.partitions", "2")
+    q = Query(spark, tmp_path, build)
+    q.checkpoint = f"s3a://{s3_bucket}/repartition"  # type: ignore[assignment]
+    rows = _rows(random.Random(12), 20)
+    q.add("in", rows)
+    q.run()
+    hadoop_args = [
+        a for k, v in s3_server.hadoop_conf(s3_bucket).items() for a in ("--hadoop-conf", f"{k}={v}")
+    ]
+    rc = cli.main([*hadoop_args, "repartition", q.checkpoint, "--partitions", "3", "--json"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert json.loads(out)["newPartitions"] == 3
+    _placement_matches_spark(spark, q.checkpoint, 3, ["k"], operatorId=0)
+    more = _rows(random.Random(13), 10)
+    q.add("in", more)
+    q.run()
+    totals: dict[str, int] = {}
+    for r in rows + more:
+        totals[r["k"]] = totals.get(r["k"], 0) + r["v"]
+    assert sorted(q.outputs[2]) == sorted((k, totals[k]) for k in {r["k"] for r in more})
+    rc = cli.main([*hadoop_args, "verify", q.checkpoint])
+    assert rc == 0, capsys.readouterr()
+
+
+@pytest.mark.parametrize("format_version", ["1", "2"])
+def test_migrate_from_spark_rocksdb(spark, tools, tmp_path, format_version):
+    """An aggregation and a stream-stream join started on Spark's RocksDB provider (checkpoint format 1 or
+    2), migrated onto lineagestore (the aggregation 2 -> 3 partitions, the join keeping 2), resumed: results
+    exact, the offset log names lineagestore, the state data source reads the new state, verify is clean."""
+    from lineagestore.migrate import migrate
+
+    def agg(q):
+        return q.source("in").groupBy("k", "g").agg(F.sum("v"))
+
+    def join(q):
+        left = q.source("left").select(F.col("k").alias("lk"), F.col("v").alias("lv"))
+        right = q.source("right").select(F.col("k").alias("rk"), F.col("v").alias("rv"))
+        return left.join(right, F.expr("lk = rk"))
+
+    spark.conf.set("spark.sql.streaming.stateStore.providerClass", PROVIDER_CLASSES["builtin"])
+    spark.conf.set("spark.sql.streaming.stateStore.checkpointFormatVersion", format_version)
+    spark.conf.set("spark.sql.shuffle.partitions", "2")
+    qa = Query(spark, tmp_path / "agg", agg)
+    qj = Query(spark, tmp_path / "join", join, mode="append")
+    rnd = random.Random(21)
+    a1, l1, r1 = _rows(rnd, 25), _rows(rnd, 10, keys=8), _rows(rnd, 10, keys=8)
+    qa.add("in", a1)
+    qj.add("left", l1)
+    qj.add("right", r1)
+    try:
+        qa.run()
+        qj.run()
+    finally:
+        spark.conf.set("spark.sql.streaming.stateStore.providerClass", PROVIDER_CLASSES["lineagestore"])
+        spark.conf.set("spark.sql.streaming.stateStore.checkpointFormatVersion", "2")
+    assert migrate(spark, str(qa.checkpoint), 3)["rowsMoved"] > 0
+    assert migrate(spark, str(qj.checkpoint))["newPartitions"] == 2
+    conf = rp.offset_conf(tools, f"{load(tools, str(qa.checkpoint)).uri}/offsets/1")
+    assert conf["spark.sql.streaming.stateStore.providerClass"] == PROVIDER_CLASSES["lineagestore"]
+    _placement_matches_spark(spark, qa.checkpoint, 3, ["k", "g"], operatorId=0)
+    a2, l2, r2 = _rows(rnd, 10), _rows(rnd, 6, keys=8), _rows(rnd, 6, keys=8)
+    qa.add("in", a2)
+    qj.add("left", l2)
+    qj.add("right", r2)
+    qa.run()
+    qj.run()
+    totals: dict[tuple, int] = {}
+    for r in a1 + a2:
+        totals[(r["k"], r["g"])] = totals.get((r["k"], r["g"]), 0) + r["v"]
+    assert sorted(qa.outputs[2]) == sorted((k, g, totals[(k, g)]) for k, g in {(r["k"], r["g"]) for r in a2})
+    got = Counter(r for rows in qj.outputs.values() for r in rows)
+    want = Counter((a["k"], a["v"], b["k"], b["v"]) for a in l1 + l2 for b in r1 + r2 if a["k"] == b["k"])
+    assert got == want
+    assert any(p.name.endswith(".delta") for p in (qa.checkpoint / "state" / "0" / "2").iterdir())
+    _verify_clean(tools, qa.checkpoint)
+    _verify_clean(tools, qj.checkpoint)

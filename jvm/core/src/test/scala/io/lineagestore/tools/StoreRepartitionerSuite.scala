@@ -1,0 +1,80 @@
+package io.lineagestore.tools
+
+import java.io.File
+import java.nio.file.Files
+
+import org.scalatest.BeforeAndAfterEach
+import org.scalatest.funsuite.AnyFunSuite
+
+import io.lineagestore.lineage.CheckpointId
+import io.lineagestore.store.{LineageStore, LocalDirectories, StoreSettings}
+
+/** [[StoreRepartitioner]] on stores written by the real store on a local filesystem, with a placement by the
+  * key's last byte (Spark's placement is the Spark glue's, tested end to end against Spark's shuffle).
+  */
+class StoreRepartitionerSuite extends AnyFunSuite with BeforeAndAfterEach {
+  private var tmp: File = _
+  override def beforeEach(): Unit = tmp = Files.createTempDirectory("lineagestore-repartition").toFile
+  override def afterEach(): Unit = LocalDirectories.deleteRecursively(tmp)
+
+  private def dir(p: Int) = new File(tmp, s"cp/state/0/$p").toURI.toString
+  private def key(i: Int) = Array[Byte](0, i.toByte)
+  private def byLastByte(n: Int): KeyPlacement = new KeyPlacement {
+    override val partitions: Int = n
+    override def partitionOf(key: Array[Byte]): Int = (key.last & 0xff) % n
+  }
+
+  /** Old partition p holds keys i with i % oldN == p, committed at versions 1..2 (batch 1 = version 2). */
+  private def writeOld(oldN: Int, keys: Int): Seq[RepartitionSource] = (0 until oldN).map { p =>
+    ToolStore.using(StoreRef(0, p, "default", dir(p))) { t =>
+      val s = new LineageStore(t.files, new File(tmp, s"w$p"), StoreSettings.Default)
+      try {
+        s.load(CheckpointId.Empty)
+        s.put(1, key(1000 + p), "gone".getBytes) // deleted in version 2: must not come back
+        s.commit(s"a$p")
+        s.delete(1, key(1000 + p))
+        (0 until keys).filter(_ % oldN == p).foreach(i => s.put(1, key(i), s"v$i".getBytes))
+        RepartitionSource(p, dir(p), s.commit(s"b$p"))
+      } finally s.close()
+    }
+  }
+
+  private def readNew(p: Int, id: CheckpointId): Map[Int, String] =
+    ToolStore.using(StoreRef(0, p, "default", dir(p))) { t =>
+      val s = new LineageStore(t.files, new File(tmp, s"r$p-${id.uniqueId}"), StoreSettings.Default)
+      try {
+        s.load(id)
+        val it = s.scan(1, Array.emptyByteArray, null)
+        try it.map { case (k, v) => (k.last & 0xff) -> new String(v) }.toMap
+        finally it.close()
+      } finally s.close()
+    }
+
+  for ((oldN, newN) <- Seq(3 -> 5, 4 -> 2, 2 -> 4)) test(s"$oldN -> $newN: every key once, where placed") {
+    val keys = 60
+    val sources = writeOld(oldN, keys)
+    val r = StoreRepartitioner.run(0, "default", sources, dir, 2, byLastByte(newN), scratchRoot = tmp)
+    assert(r.rowsRead == keys)
+    assert(r.uniqueIds.size == newN && r.uniqueIds.distinct.size == newN)
+    val all = (0 until newN).map(p => p -> readNew(p, CheckpointId(3, r.uniqueIds(p))))
+    all.foreach { case (p, rows) =>
+      assert(rows.keySet.forall(_ % newN == p), s"partition $p: ${rows.keySet}")
+    }
+    assert(all.flatMap(_._2).toMap == (0 until keys).map(i => i -> s"v$i").toMap)
+    assert(r.rowsPerPartition == all.map(_._2.size.toLong))
+    // the old lineage is untouched: each old partition still loads its committed checkpoint
+    sources.foreach(s => assert(readNew(s.partitionId, s.committed).keySet.forall(_ % oldN == s.partitionId)))
+  }
+
+  test("a placement outside 0 until n is refused, naming the store") {
+    val sources = writeOld(2, 4)
+    val bad = new KeyPlacement {
+      override val partitions = 2
+      override def partitionOf(key: Array[Byte]): Int = 7
+    }
+    val e = intercept[IllegalStateException](
+      StoreRepartitioner.run(0, "default", sources, dir, 2, bad, scratchRoot = tmp)
+    )
+    assert(e.getMessage.contains("partition 7 of 2"))
+  }
+}

@@ -1,0 +1,137 @@
+"""``lineagestore.migrate``: move a stopped query from Spark's HDFS or RocksDB state store provider (checkpoint
+format version 1 or 2) onto lineagestore, keeping its state, optionally with a new partition count.
+
+Restarting such a checkpoint under :func:`lineagestore.configure` is not enough: Spark restores the provider
+a checkpoint started with from its offset log (and only logs a warning), so the query would silently stay
+on the old provider. Like ``repartition``, this records the move as one more batch ``B + 1``:
+
+1. every store of every operator is read with Spark's own state data source at the last committed batch
+   ``B`` (it reads every provider's format), encoded with Spark's state encoders and written through
+   lineagestore's store at version ``B + 2`` (``StateMigration`` in the Spark glue);
+2. ``offsets/B+1``: ``offsets/B`` with lineagestore as the provider, checkpoint format version 2 and the
+   partition count;
+3. ``commits/B+1`` last, naming the new stores' unique IDs.
+
+Nothing of the old provider's files is changed or deleted. It needs a SparkSession (the data source is
+Spark's); the rows pass through the driver.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from lineagestore.checkpoint import CheckpointError, to_uri
+from lineagestore.checkpoint_jvm import connect
+from lineagestore.checkpoint_spark import FORMAT_KEY, LINEAGESTORE_PROVIDER, PROVIDER_KEY, SHUFFLE_PARTITIONS
+from lineagestore.repartition import _operator_info, _read_log, _schema_jsons, offset_conf
+
+SPARK_PROVIDERS = (
+    "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+)
+
+
+def _batches(tools: Any, uri: str) -> list[int]:
+    return sorted(int(e["name"]) for e in tools.list(uri) or [] if not e["dir"] and e["name"].isdigit())
+
+
+def migrate(spark: Any, path: str, partitions: int | None = None) -> dict[str, Any]:
+    """Migrate the stopped query at ``path`` onto lineagestore (see the module doc)."""
+    if partitions is not None and partitions <= 0:
+        raise CheckpointError(f"partitions must be at least 1, got {partitions}")
+    uri = to_uri(path)
+    with connect(in_session="ignore") as tools:
+        commits, offsets = _batches(tools, f"{uri}/commits"), _batches(tools, f"{uri}/offsets")
+        if not commits:
+            raise CheckpointError(f"{path} has no committed batch: start the query on lineagestore instead")
+        last = commits[-1]
+        if offsets and offsets[-1] > last:
+            raise CheckpointError(
+                f"{path}: batch {offsets[-1]} has an offset entry but no commit: a query is running it, or one "
+                "stopped mid-batch. Stop the query (or run it once to finish the batch) and migrate again"
+            )
+        conf = offset_conf(tools, f"{uri}/offsets/{last}")
+        provider = conf.get(PROVIDER_KEY, SPARK_PROVIDERS[1])  # Spark's default when none is recorded
+        if provider == LINEAGESTORE_PROVIDER:
+            raise CheckpointError(f"{path} already runs on lineagestore; use `lineagestore repartition`")
+        if provider not in SPARK_PROVIDERS:
+            raise CheckpointError(
+                f"{path} was written by {provider}: migrate reads Spark's HDFS and RocksDB providers only"
+            )
+        old_n = int(conf.get(SHUFFLE_PARTITIONS, "0"))
+        _, commit_rest = _read_log(tools, f"{uri}/commits/{last}")
+        commit_ids = json.loads(commit_rest[0]).get("stateUniqueIds") or {}
+        # format version 2 shows in the commit log's unique IDs (the offset log does not always record it)
+        format_version = "2" if commit_ids else "1"
+        n = partitions or old_n
+        state = tools.list(f"{uri}/state") or []
+        migration = spark._jvm.org.apache.spark.sql.execution.streaming.state.lineagestore.StateMigration
+        ids: dict[str, list[list[str]]] = {}
+        rows = 0
+        for op in sorted(int(e["name"]) for e in state if e["dir"] and e["name"].isdigit()):
+            op_uri = f"{uri}/state/{op}"
+            infos = _operator_info(tools, op_uri)
+            if not infos:
+                raise CheckpointError(f"{op_uri}/_metadata/metadata is missing: the store names are unknown")
+            per_part: list[list[str]] = [[] for _ in range(n)]
+            for name, info in infos.items():
+                sub = "" if name == "default" else f"/{name}"
+                key_json, value_json = _schema_jsons(tools, f"{op_uri}/0{sub}/_metadata/schema")
+                key_cols = len(json.loads(key_json)["fields"])
+                prefix = int(info.get("numColsPrefixKey", 0))
+                if name.endswith("keyWithIndexToValue"):
+                    part_cols = key_cols - 1
+                else:
+                    part_cols = prefix or key_cols
+                store_idx = list(infos).index(name)
+                old_ids = (commit_ids.get(str(op)) or []) if format_version == "2" else []
+                out = json.loads(
+                    migration.migrateStore(
+                        spark._jsparkSession,
+                        uri,
+                        op,
+                        name,
+                        last,
+                        provider,
+                        format_version,
+                        key_json,
+                        value_json,
+                        prefix,
+                        part_cols,
+                        int(info.get("numPartitions", old_n)),
+                        "\n".join(ids_of_part[store_idx] for ids_of_part in old_ids),
+                        n,
+                        n == old_n,
+                        op_uri,
+                    )
+                )
+                rows += out["rowsRead"]
+                for p, uid in enumerate(out["uniqueIds"]):
+                    per_part[p].append(uid)
+            ids[str(op)] = per_part
+        version, rest = _read_log(tools, f"{uri}/offsets/{last}")
+        meta = json.loads(rest[0])
+        meta.setdefault("conf", {}).update(
+            {PROVIDER_KEY: LINEAGESTORE_PROVIDER, FORMAT_KEY: "2", SHUFFLE_PARTITIONS: str(n)}
+        )
+        tools.write_text(
+            f"{uri}/offsets/{last + 1}",
+            "\n".join([version, json.dumps(meta, separators=(",", ":"))] + rest[1:]),
+            False,
+        )
+        _, commit_rest = _read_log(tools, f"{uri}/commits/{last}")
+        commit = json.loads(commit_rest[0])
+        commit["stateUniqueIds"] = ids
+        tools.write_text(
+            f"{uri}/commits/{last + 1}", "v2\n" + json.dumps(commit, separators=(",", ":")), False
+        )
+    return {
+        "checkpoint": uri,
+        "from": provider,
+        "lastBatch": last,
+        "newBatch": last + 1,
+        "oldPartitions": old_n,
+        "newPartitions": n,
+        "rowsMoved": rows,
+    }
