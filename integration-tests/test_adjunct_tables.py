@@ -1,0 +1,216 @@
+"""Adjunct tables (docs/adjunct-tables.md) end to end against a plain-Python oracle.
+
+A CDC-like source (upserts, deletes, changes arriving late and out of order, keys deleted and inserted
+again) is kept as a table by a maintaining query; an event stream is enriched by another query, each
+micro-batch at the one table version the driver recorded for it. The oracle applies the same changes by
+the same rule (the newest ordering value per key wins, a delete keeps its ordering as a tombstone) and
+says, per version, what every event must be enriched with. One shared Spark session; small data.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from lineagestore import adjunct
+from lineagestore.adjunct import AdjunctTableError
+
+CHANGE_SCHEMA = "id INT, op STRING, seq LONG, name STRING, score DOUBLE"
+EVENT_SCHEMA = "event INT, id INT"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def few_shuffle_partitions(spark):
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "2")
+    yield
+    spark.conf.set("spark.sql.shuffle.partitions", before)
+    for q in spark.streams.active:
+        q.stop()
+
+
+class Oracle:
+    """The table by the documented rule, with its state after every committed version."""
+
+    def __init__(self):
+        self.stored: dict[int, tuple[int, bool, tuple]] = {}  # id -> (seq, deleted, (name, score))
+        self.versions: dict[int, dict[int, tuple]] = {}
+
+    def commit(self, version: int, changes: list[tuple]) -> None:
+        for cid, op, seq, name, score in changes:
+            old = self.stored.get(cid)
+            if old is None or old[0] < seq or (old[0] == seq and op == "delete" and not old[1]):
+                self.stored[cid] = (seq, op == "delete", (name, score))
+        self.versions[version] = {k: v[2] for k, v in self.stored.items() if not v[1]}
+
+
+ROUNDS = [
+    # 1: inserts
+    [(i, "upsert", 10 + i, f"n{i}", float(i)) for i in range(8)],
+    # 2: updates, deletes, a late upsert older than the stored row (ignored), two changes to one key in one
+    # batch given newest first (the newest wins), a delete of a key never seen (a tombstone only)
+    [
+        (1, "update", 30, "n1-b", 1.5),
+        (2, "delete", 31, None, None),
+        (3, "upsert", 5, "n3-stale", -1.0),
+        (4, "upsert", 40, "n4-c", 4.4),
+        (4, "upsert", 35, "n4-b", 4.2),
+        (99, "delete", 50, None, None),
+    ],
+    # 3: key 2 inserted again (newer than its delete); a late upsert of 99 older than its tombstone
+    # (ignored); a late delete of 1 older than its update (ignored); key 5 deleted
+    [
+        (2, "insert", 60, "n2-again", 2.2),
+        (99, "upsert", 45, "n99-stale", 9.9),
+        (1, "delete", 20, None, None),
+        (5, "delete", 61, None, None),
+    ],
+]
+
+
+def write_json(dirpath, name, rows, columns):
+    dirpath.mkdir(parents=True, exist_ok=True)
+    with open(dirpath / f"{name}.json", "w") as f:
+        for r in rows:
+            f.write(json.dumps(dict(zip(columns, r))) + "\n")
+
+
+def run_once(writer):
+    q = writer.trigger(availableNow=True).start()
+    q.awaitTermination(120)
+    assert q.exception() is None, q.exception()
+
+
+def as_table(rows) -> dict[int, tuple]:
+    return {r["id"]: (r["name"], r["score"]) for r in rows}
+
+
+def test_maintain_and_enrich_streams_against_oracle(spark, tmp_path):
+    table = str(tmp_path / "table")
+    changes_dir, events_dir = tmp_path / "changes", tmp_path / "events"
+    changes_dir.mkdir()
+    events_dir.mkdir()
+    changes = spark.readStream.schema(CHANGE_SCHEMA).json(str(changes_dir))
+    events = spark.readStream.schema(EVENT_SCHEMA).json(str(events_dir))
+    oracle = Oracle()
+    seen: dict[int, list] = {}
+    enrich_ckpt = str(tmp_path / "enrich-ckpt")
+
+    def keep(df, batch_id):
+        seen[batch_id] = [r.asDict() for r in df.collect()]
+
+    event_no = 0
+    for version, round_changes in enumerate(ROUNDS, start=1):
+        write_json(changes_dir, f"r{version}", round_changes, ["id", "op", "seq", "name", "score"])
+        run_once(adjunct.maintain(changes, table, ["id"], "seq", str(tmp_path / "maintain-ckpt")))
+        oracle.commit(version, round_changes)
+        assert [v["version"] for v in adjunct.versions(spark, table)] == list(range(1, version + 1))
+        assert as_table(adjunct.read(spark, table).collect()) == oracle.versions[version]
+
+        batch_events = [(event_no + i, k) for i, k in enumerate([0, 1, 2, 3, 4, 5, 99, 1000, None])]
+        event_no += len(batch_events)
+        write_json(events_dir, f"e{version}", batch_events, ["event", "id"])
+        run_once(adjunct.enrich(events, table, enrich_ckpt, keep))
+
+    # every version stays readable as it was committed
+    for version, state in oracle.versions.items():
+        assert as_table(adjunct.read(spark, table, version).collect()) == state
+    # each event enriched with the row of the version its batch saw, recorded for that batch id
+    assert sorted(seen) == [0, 1, 2]
+    for batch_id, rows in seen.items():
+        v = adjunct.version_for_batch(spark, table, enrich_ckpt, batch_id)
+        assert v == batch_id + 1  # the latest when the batch started
+        expected = oracle.versions[v]
+        assert len(rows) == 9
+        for r in rows:
+            assert (r["name"], r["score"]) == expected.get(r["id"], (None, None)), (batch_id, r)
+
+    # a re-run of a committed maintain batch (same source and batch id) commits nothing
+    again = spark.createDataFrame([(0, "upsert", 1000, "x", 0.0)], CHANGE_SCHEMA)
+    assert adjunct.maintain_batch(again, 2, table, ["id"], "seq", source=str(tmp_path / "maintain-ckpt")) == 3
+    assert len(adjunct.versions(spark, table)) == 3
+    assert as_table(adjunct.read(spark, table).collect()) == oracle.versions[3]
+
+
+def test_rerun_of_an_enriching_batch_sees_its_recorded_version(spark, tmp_path):
+    table = str(tmp_path / "table")
+    src = str(tmp_path / "maintain")
+    adjunct.maintain_batch(spark.createDataFrame([(1, "upsert", 1, "old", 1.0)], CHANGE_SCHEMA), 0, table, ["id"], "seq", source=src)
+    events_dir = tmp_path / "events"
+    write_json(events_dir, "e0", [(0, 1)], ["event", "id"])
+    events = spark.readStream.schema(EVENT_SCHEMA).json(str(events_dir))
+    ckpt = str(tmp_path / "enrich")
+    out: list = []
+
+    def crash_after_lookup(df, batch_id):
+        df.collect()
+        raise RuntimeError("killed before the batch committed")
+
+    q = adjunct.enrich(events, table, ckpt, crash_after_lookup).trigger(availableNow=True).start()
+    with pytest.raises(Exception):
+        q.awaitTermination(120)
+    # the table moves on while the enriching query is down
+    adjunct.maintain_batch(spark.createDataFrame([(1, "upsert", 2, "new", 2.0)], CHANGE_SCHEMA), 1, table, ["id"], "seq", source=src)
+    run_once(adjunct.enrich(events, table, ckpt, lambda df, b: out.append((b, [r.asDict() for r in df.collect()]))))
+    assert out == [(0, [{"event": 0, "id": 1, "name": "old", "score": 1.0}])]
+    # a batch first run now sees the latest
+    assert adjunct.lookup(spark.createDataFrame([(7, 1)], EVENT_SCHEMA), table).collect()[0]["name"] == "new"
+
+
+def test_bad_input_is_named_and_commits_nothing(spark, tmp_path):
+    table = str(tmp_path / "table")
+    src = str(tmp_path / "m")
+    for b in range(4):
+        df = spark.createDataFrame([(1, "upsert", b, f"v{b}", float(b))], CHANGE_SCHEMA)
+        adjunct.maintain_batch(df, b, table, ["id"], "seq", source=src, retain_versions=2)
+    before = adjunct.versions(spark, table)
+    assert [v["version"] for v in before] == [3, 4]
+    events = spark.createDataFrame([(0, 1)], EVENT_SCHEMA)
+
+    with pytest.raises(AdjunctTableError, match="no adjunct table"):
+        adjunct.lookup(events, str(tmp_path / "nothing"))
+    ckpt = tmp_path / "query-ckpt"
+    (ckpt / "offsets").mkdir(parents=True)
+    with pytest.raises(AdjunctTableError, match="streaming query's checkpoint"):
+        adjunct.read(spark, str(ckpt))
+    with pytest.raises(AdjunctTableError, match="streaming query's checkpoint"):
+        adjunct.maintain_batch(spark.createDataFrame([(1, "upsert", 1, "a", 1.0)], CHANGE_SCHEMA), 0, str(ckpt), ["id"], "seq")
+    with pytest.raises(AdjunctTableError, match="no key column 'user'"):
+        adjunct.lookup(events, table, on=["user"])
+    with pytest.raises(AdjunctTableError, match="event column 'id' is string but the table's key 'id' is int"):
+        adjunct.lookup(events.selectExpr("event", "cast(id as string) id"), table)
+    with pytest.raises(AdjunctTableError, match="version 9 does not exist"):
+        adjunct.lookup(events, table, version=9)
+    with pytest.raises(AdjunctTableError, match="version 1 was cleaned up"):
+        adjunct.read(spark, table, version=1)
+    no_ordering = spark.createDataFrame([(1, "upsert", "x", 1.0)], "id INT, op STRING, name STRING, score DOUBLE")
+    with pytest.raises(AdjunctTableError, match="no ordering column 'seq'"):
+        adjunct.maintain_batch(no_ordering, 4, table, ["id"], "seq", source=src)
+    other_values = spark.createDataFrame([(1, "upsert", 9, "x")], "id INT, op STRING, seq LONG, name STRING")
+    with pytest.raises(AdjunctTableError, match="nothing was committed"):
+        adjunct.maintain_batch(other_values, 4, table, ["id"], "seq", source=src)
+    bad_op = spark.createDataFrame([(1, "merge", 9, "x", 1.0)], CHANGE_SCHEMA)
+    with pytest.raises(AdjunctTableError, match="'merge' is neither"):
+        adjunct.maintain_batch(bad_op, 4, table, ["id"], "seq", source=src)
+
+    assert adjunct.versions(spark, table) == before
+    assert as_table(adjunct.read(spark, table).collect()) == {1: ("v3", 3.0)}
+
+
+def test_s3a_table(spark, s3_bucket):
+    table = f"s3a://{s3_bucket}/tables/users"
+    src = f"s3a://{s3_bucket}/maintain"
+    oracle = Oracle()
+    for version, round_changes in enumerate(ROUNDS, start=1):
+        df = spark.createDataFrame(round_changes, CHANGE_SCHEMA)
+        assert adjunct.maintain_batch(df, version - 1, table, ["id"], "seq", source=src) == version
+        oracle.commit(version, round_changes)
+    events = spark.createDataFrame([(i, k) for i, k in enumerate([1, 2, 5, 99])], EVENT_SCHEMA)
+    for version in (1, 3):
+        rows = adjunct.lookup(events, table, version=version).collect()
+        assert {r["id"]: (r["name"], r["score"]) for r in rows} == {
+            k: oracle.versions[version].get(k, (None, None)) for k in (1, 2, 5, 99)
+        }
