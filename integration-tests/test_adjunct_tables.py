@@ -10,12 +10,9 @@ says, per version, what every event must be enriched with. One shared Spark sess
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-
 import pytest
 
-from lineagestore import adjunct
+from lineagestore import adjunct, cli
 from lineagestore.adjunct import AdjunctTableError
 
 CHANGE_SCHEMA = "id INT, op STRING, seq LONG, name STRING, score DOUBLE"
@@ -200,7 +197,7 @@ def test_bad_input_is_named_and_commits_nothing(spark, tmp_path):
     assert as_table(adjunct.read(spark, table).collect()) == {1: ("v3", 3.0)}
 
 
-def test_s3a_table(spark, s3_bucket):
+def test_s3a_table(spark, s3_server, s3_bucket, capsys):
     table = f"s3a://{s3_bucket}/tables/users"
     src = f"s3a://{s3_bucket}/maintain"
     oracle = Oracle()
@@ -209,8 +206,23 @@ def test_s3a_table(spark, s3_bucket):
         assert adjunct.maintain_batch(df, version - 1, table, ["id"], "seq", source=src) == version
         oracle.commit(version, round_changes)
     events = spark.createDataFrame([(i, k) for i, k in enumerate([1, 2, 5, 99])], EVENT_SCHEMA)
+    replayed = []
     for version in (1, 3):
         rows = adjunct.lookup(events, table, version=version).collect()
         assert {r["id"]: (r["name"], r["score"]) for r in rows} == {
             k: oracle.versions[version].get(k, (None, None)) for k in (1, 2, 5, 99)
         }
+        stats = adjunct.local_replica_stats(spark, table)  # local[N]: the executor's replica is in this JVM
+        assert stats["version"] == version
+        replayed.append(stats["deltasReplayed"])
+    # the replica moved from version 1 to 3 by replaying the two deltas it lacked, not by reloading
+    assert replayed[1] - replayed[0] == 2, replayed
+
+    hadoop_args = [a for k, v in s3_server.hadoop_conf(s3_bucket).items() for a in ("--hadoop-conf", f"{k}={v}")]
+    assert cli.main([*hadoop_args, "inspect", table, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [v["version"] for v in report["versions"]] == [1, 2, 3]
+    assert report["store"]["deltas"] == 3 and report["store"]["totalBytes"] > 0, report
+    assert report["uncommitted"] == []
+    assert cli.main([*hadoop_args, "inspect", table]) == 0
+    assert "versions       1..3 (3 kept)" in capsys.readouterr().out

@@ -152,3 +152,9 @@ def versions(spark: Any, path: str) -> list[dict]:
         v, uid, b = str(line).split("\t")
         out.append({"version": int(v), "uniqueId": uid, "sourceBatchId": int(b)})
     return out
+
+
+def local_replica_stats(spark: Any, path: str) -> dict[str, int]:
+    """What this JVM's replica of the table holds and downloaded (the driver's in ``local[N]``: tests)."""
+    m = _obj(spark, "AdjunctLookup").localReplicaStats(spark._jsparkSession, path)
+    return {str(k): int(m.get(k)) for k in m.keySet()}

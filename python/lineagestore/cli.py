@@ -11,7 +11,13 @@ from typing import Any
 
 from lineagestore import __version__
 from lineagestore.checkpoint_jvm import AWS_SDK_BUNDLE_VERSION, HADOOP_AWS_VERSION
-from lineagestore.cli_render import render_clone, render_gc, render_inspect, render_verify
+from lineagestore.cli_render import (
+    render_adjunct_table,
+    render_clone,
+    render_gc,
+    render_inspect,
+    render_verify,
+)
 
 EXIT_OK = 0
 
@@ -385,6 +391,11 @@ def _inspect(args: argparse.Namespace, tools: Any, progress: Any) -> int:
     from lineagestore import checkpoint
     from lineagestore.checkpoint_plot import plot_lineage
 
+    uri = checkpoint.to_uri(args.checkpoint)
+    if tools.is_adjunct_table(uri):  # an adjunct table (docs/adjunct-tables.md), not a query's checkpoint
+        table = tools.inspect_adjunct_table(uri)
+        print(json.dumps(table, indent=2) if args.json else render_adjunct_table(table))
+        return EXIT_OK
     cp = checkpoint.load(tools, args.checkpoint)
     report = checkpoint.inspect(tools, cp, progress)
     if args.plot:

@@ -78,6 +78,15 @@ object CheckpointTools {
     finally out.close()
   }
 
+  // ---- adjunct tables ------------------------------------------------------------------------------------------
+
+  /** Whether `uri` holds an adjunct table; see [[AdjunctInspection]]. */
+  def isAdjunctTable(uri: String): Boolean = wrapAccess("read", uri, ToolEnv.hadoopConf)(AdjunctInspection.isTable(uri))
+
+  /** See [[AdjunctInspection.inspect]]. */
+  def inspectAdjunctTable(uri: String): String =
+    wrapAccess("read", uri, ToolEnv.hadoopConf)(AdjunctInspection.inspect(uri).render)
+
   // ---- one store ---------------------------------------------------------------------------------------------
 
   /** The batches of `commitLog` whose checkpoint still has a file (delta or snapshot) in this store: JSON

@@ -140,6 +140,13 @@ object AdjunctLookup {
     table.log.commits().map((c: AdjunctCommit) => s"${c.version}\t${c.uniqueId}\t${c.sourceBatchId}").asJava
   }
 
+  /** The stats of the replica of `path` held by this JVM (the driver's in local mode: tests), empty if none. */
+  def localReplicaStats(spark: SparkSession, path: String): java.util.Map[String, java.lang.Long] = {
+    val table = new AdjunctTable(path, spark.sparkContext.hadoopConfiguration)
+    AdjunctReplicas.existing(table.storePath).fold(Map.empty[String, Long])(_.stats)
+      .map { case (k, v) => k -> java.lang.Long.valueOf(v) }.asJava
+  }
+
   private def checkKeys(events: StructType, path: String, table: AdjunctSchema, on: Seq[String]): Array[Int] = {
     if (on.length != table.keys.length)
       throw new AdjunctTableException(

@@ -54,6 +54,9 @@ object AdjunctLocalStore {
 object AdjunctReplicas {
   private val replicas = mutable.Map.empty[String, Replica]
 
+  /** The replica of `storePath` this JVM holds, if any. */
+  def existing(storePath: String): Option[Replica] = synchronized(replicas.get(storePath))
+
   def replica(storePath: String, confEntries: Map[String, String]): Replica = synchronized {
     replicas.getOrElseUpdate(storePath, new Replica(storePath, confEntries))
   }
@@ -73,7 +76,18 @@ object AdjunctReplicas {
 
     def release(): Unit = synchronized { readers -= 1; notifyAll() }
 
-    /** The version the replica holds (tests, lag reports). */
-    def loadedVersion: Option[Long] = synchronized(Option(local).flatMap(_.store.loadedVersion))
+    /** The version the replica holds and what its loads cost so far (tests, reports). */
+    def stats: Map[String, Long] = synchronized {
+      Option(local).fold(Map.empty[String, Long]) { l =>
+        val c = l.store.counters
+        Map(
+          "version" -> l.store.loadedVersion.getOrElse(-1L),
+          "bytesDownloaded" -> c.bytesDownloaded.get,
+          "filesDownloaded" -> c.filesDownloaded.get,
+          "bytesReused" -> c.bytesReused.get,
+          "deltasReplayed" -> c.deltasReplayed.get
+        )
+      }
+    }
   }
 }
