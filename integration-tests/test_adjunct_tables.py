@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+
 import pytest
+from pyspark.errors import StreamingQueryException
 
 from lineagestore import adjunct, cli
 from lineagestore.adjunct import AdjunctTableError
@@ -74,7 +76,7 @@ def write_json(dirpath, name, rows, columns):
     dirpath.mkdir(parents=True, exist_ok=True)
     with open(dirpath / f"{name}.json", "w") as f:
         for r in rows:
-            f.write(json.dumps(dict(zip(columns, r))) + "\n")
+            f.write(json.dumps(dict(zip(columns, r, strict=True))) + "\n")
 
 
 def run_once(writer):
@@ -137,7 +139,14 @@ def test_maintain_and_enrich_streams_against_oracle(spark, tmp_path):
 def test_rerun_of_an_enriching_batch_sees_its_recorded_version(spark, tmp_path):
     table = str(tmp_path / "table")
     src = str(tmp_path / "maintain")
-    adjunct.maintain_batch(spark.createDataFrame([(1, "upsert", 1, "old", 1.0)], CHANGE_SCHEMA), 0, table, ["id"], "seq", source=src)
+    adjunct.maintain_batch(
+        spark.createDataFrame([(1, "upsert", 1, "old", 1.0)], CHANGE_SCHEMA),
+        0,
+        table,
+        ["id"],
+        "seq",
+        source=src,
+    )
     events_dir = tmp_path / "events"
     write_json(events_dir, "e0", [(0, 1)], ["event", "id"])
     events = spark.readStream.schema(EVENT_SCHEMA).json(str(events_dir))
@@ -149,11 +158,20 @@ def test_rerun_of_an_enriching_batch_sees_its_recorded_version(spark, tmp_path):
         raise RuntimeError("killed before the batch committed")
 
     q = adjunct.enrich(events, table, ckpt, crash_after_lookup).trigger(availableNow=True).start()
-    with pytest.raises(Exception):
+    with pytest.raises(StreamingQueryException, match="killed before the batch committed"):
         q.awaitTermination(120)
     # the table moves on while the enriching query is down
-    adjunct.maintain_batch(spark.createDataFrame([(1, "upsert", 2, "new", 2.0)], CHANGE_SCHEMA), 1, table, ["id"], "seq", source=src)
-    run_once(adjunct.enrich(events, table, ckpt, lambda df, b: out.append((b, [r.asDict() for r in df.collect()]))))
+    adjunct.maintain_batch(
+        spark.createDataFrame([(1, "upsert", 2, "new", 2.0)], CHANGE_SCHEMA),
+        1,
+        table,
+        ["id"],
+        "seq",
+        source=src,
+    )
+    run_once(
+        adjunct.enrich(events, table, ckpt, lambda df, b: out.append((b, [r.asDict() for r in df.collect()])))
+    )
     assert out == [(0, [{"event": 0, "id": 1, "name": "old", "score": 1.0}])]
     # a batch first run now sees the latest
     assert adjunct.lookup(spark.createDataFrame([(7, 1)], EVENT_SCHEMA), table).collect()[0]["name"] == "new"
@@ -176,16 +194,22 @@ def test_bad_input_is_named_and_commits_nothing(spark, tmp_path):
     with pytest.raises(AdjunctTableError, match="streaming query's checkpoint"):
         adjunct.read(spark, str(ckpt))
     with pytest.raises(AdjunctTableError, match="streaming query's checkpoint"):
-        adjunct.maintain_batch(spark.createDataFrame([(1, "upsert", 1, "a", 1.0)], CHANGE_SCHEMA), 0, str(ckpt), ["id"], "seq")
+        adjunct.maintain_batch(
+            spark.createDataFrame([(1, "upsert", 1, "a", 1.0)], CHANGE_SCHEMA), 0, str(ckpt), ["id"], "seq"
+        )
     with pytest.raises(AdjunctTableError, match="no key column 'user'"):
         adjunct.lookup(events, table, on=["user"])
-    with pytest.raises(AdjunctTableError, match="event column 'id' is string but the table's key 'id' is int"):
+    with pytest.raises(
+        AdjunctTableError, match="event column 'id' is string but the table's key 'id' is int"
+    ):
         adjunct.lookup(events.selectExpr("event", "cast(id as string) id"), table)
     with pytest.raises(AdjunctTableError, match="version 9 does not exist"):
         adjunct.lookup(events, table, version=9)
     with pytest.raises(AdjunctTableError, match="version 1 was cleaned up"):
         adjunct.read(spark, table, version=1)
-    no_ordering = spark.createDataFrame([(1, "upsert", "x", 1.0)], "id INT, op STRING, name STRING, score DOUBLE")
+    no_ordering = spark.createDataFrame(
+        [(1, "upsert", "x", 1.0)], "id INT, op STRING, name STRING, score DOUBLE"
+    )
     with pytest.raises(AdjunctTableError, match="no ordering column 'seq'"):
         adjunct.maintain_batch(no_ordering, 4, table, ["id"], "seq", source=src)
     other_values = spark.createDataFrame([(1, "upsert", 9, "x")], "id INT, op STRING, seq LONG, name STRING")
@@ -220,7 +244,9 @@ def test_s3a_table(spark, s3_server, s3_bucket, capsys):
     # the replica moved from version 1 to 3 by replaying the two deltas it lacked, not by reloading
     assert replayed[1] - replayed[0] == 2, replayed
 
-    hadoop_args = [a for k, v in s3_server.hadoop_conf(s3_bucket).items() for a in ("--hadoop-conf", f"{k}={v}")]
+    hadoop_args = [
+        a for k, v in s3_server.hadoop_conf(s3_bucket).items() for a in ("--hadoop-conf", f"{k}={v}")
+    ]
     assert cli.main([*hadoop_args, "inspect", table, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert [v["version"] for v in report["versions"]] == [1, 2, 3]

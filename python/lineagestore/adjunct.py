@@ -11,7 +11,8 @@ per row.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 _PKG = "io.lineagestore.spark.adjunct"
 
@@ -139,7 +140,9 @@ def read(spark: Any, path: str, version: int | None = None) -> Any:
     from pyspark.sql import DataFrame
 
     jdf = _jvm_call(
-        lambda: _obj(spark, "AdjunctLookup").read(spark._jsparkSession, path, -1 if version is None else version)
+        lambda: _obj(spark, "AdjunctLookup").read(
+            spark._jsparkSession, path, -1 if version is None else version
+        )
     )
     return DataFrame(jdf, spark)
 

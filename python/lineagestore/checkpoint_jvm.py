@@ -171,9 +171,6 @@ class JvmTools:
     def write_text(self, uri: str, text: str, overwrite: bool) -> None:
         self._call("writeText", uri, text, overwrite)
 
-    def is_adjunct_table(self, uri: str) -> bool:
-        return bool(self._call("isAdjunctTable", uri))
-
     def inspect_adjunct_table(self, uri: str) -> dict:
         return self._json("inspectAdjunctTable", uri)
 

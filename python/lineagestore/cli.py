@@ -392,7 +392,8 @@ def _inspect(args: argparse.Namespace, tools: Any, progress: Any) -> int:
     from lineagestore.checkpoint_plot import plot_lineage
 
     uri = checkpoint.to_uri(args.checkpoint)
-    if tools.is_adjunct_table(uri):  # an adjunct table (docs/adjunct-tables.md), not a query's checkpoint
+    top = tools.list(uri) or []  # the listing load starts with: an unreachable store fails as it would there
+    if any(e["name"] == "_adjunct" and e["dir"] for e in top):  # an adjunct table (docs/adjunct-tables.md)
         table = tools.inspect_adjunct_table(uri)
         print(json.dumps(table, indent=2) if args.json else render_adjunct_table(table))
         return EXIT_OK

@@ -34,7 +34,9 @@ def render_adjunct_table(t: dict) -> str:
     for v in vs:
         out.append(f"  version {v['version']:>6}  {v['uniqueId']}  maintain batch {v['sourceBatchId']}")
     if t["uncommitted"]:
-        out.append("uncommitted    " + ", ".join(t["uncommitted"]) + " (a maintain batch that did not finish)")
+        out.append(
+            "uncommitted    " + ", ".join(t["uncommitted"]) + " (a maintain batch that did not finish)"
+        )
     return "\n".join(out)
 
 

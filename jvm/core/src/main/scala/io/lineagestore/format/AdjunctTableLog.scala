@@ -21,8 +21,8 @@ final case class AdjunctCommit(version: Long, uniqueId: String, source: String, 
   * store/0/...                   the lineagestore store itself
   * }}}
   * The commit records are the table's commit log: a version of the table is the unique ID its record names
-  * (seed 003's commit log), so a store checkpoint without a record is an orphan no reader loads.
-  * Records are Java properties files: small, readable with `cat`.
+  * (seed 003's commit log), so a store checkpoint without a record is an orphan no reader loads. Records are
+  * Java properties files: small, readable with `cat`.
   */
 final class AdjunctTableLog(blobs: BlobStore) {
   import AdjunctTableLog._
@@ -54,7 +54,14 @@ final class AdjunctTableLog(blobs: BlobStore) {
           s"the adjunct table commit record lacks '$k'"
         )
       )
-      Some(AdjunctCommit(field("version").toLong, field("uniqueId"), field("source"), field("sourceBatchId").toLong))
+      Some(
+        AdjunctCommit(
+          field("version").toLong,
+          field("uniqueId"),
+          field("source"),
+          field("sourceBatchId").toLong
+        )
+      )
     }
   }
 
@@ -93,6 +100,7 @@ final class AdjunctTableLog(blobs: BlobStore) {
 object AdjunctTableLog {
   val MetaName = "_adjunct/table.properties"
   val CommitsDir = "_adjunct/commits"
+
   /** The table's one store, relative to the table's path (partitioned tables would add store/1, ...). */
   val StoreDir = "store/0"
   def commitName(version: Long): String = s"$CommitsDir/$version"

@@ -80,9 +80,6 @@ object CheckpointTools {
 
   // ---- adjunct tables ------------------------------------------------------------------------------------------
 
-  /** Whether `uri` holds an adjunct table; see [[AdjunctInspection]]. */
-  def isAdjunctTable(uri: String): Boolean = wrapAccess("read", uri, ToolEnv.hadoopConf)(AdjunctInspection.isTable(uri))
-
   /** See [[AdjunctInspection.inspect]]. */
   def inspectAdjunctTable(uri: String): String =
     wrapAccess("read", uri, ToolEnv.hadoopConf)(AdjunctInspection.inspect(uri).render)

@@ -9,7 +9,13 @@ import org.apache.hadoop.fs.Path
 import org.apache.spark.TaskContext
 import org.apache.spark.sql.{DataFrame, SparkSession}
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{BoundReference, GenericInternalRow, JoinedRow, UnsafeProjection, UnsafeRow}
+import org.apache.spark.sql.catalyst.expressions.{
+  BoundReference,
+  GenericInternalRow,
+  JoinedRow,
+  UnsafeProjection,
+  UnsafeRow
+}
 import org.apache.spark.sql.execution.streaming.state.lineagestore.InternalFrames
 import org.apache.spark.sql.types._
 
@@ -55,7 +61,9 @@ object AdjunctLookup {
       })
       val nEvent = eventSchema.length
       val outProj = UnsafeProjection.create(
-        eventSchema.fields.toSeq.zipWithIndex.map { case (f, i) => BoundReference(i, f.dataType, f.nullable) } ++
+        eventSchema.fields.toSeq.zipWithIndex.map { case (f, i) =>
+          BoundReference(i, f.dataType, f.nullable)
+        } ++
           (0 until nValues).map(j => BoundReference(nEvent + 2 + j, stored(2 + j).dataType, nullable = true))
       )
       val absent = new GenericInternalRow(2 + nValues)
@@ -94,7 +102,8 @@ object AdjunctLookup {
       TaskContext.get().addTaskCompletionListener[Unit] { _ => scan.close(); replica.release() }
       val outProj = UnsafeProjection.create(
         keys.fields.toSeq.zipWithIndex.map { case (f, i) => BoundReference(i, f.dataType, f.nullable) } ++
-          (0 until nValues).map(j => BoundReference(keys.length + 2 + j, stored(2 + j).dataType, nullable = true))
+          (0 until nValues)
+            .map(j => BoundReference(keys.length + 2 + j, stored(2 + j).dataType, nullable = true))
       )
       val k = new UnsafeRow(keys.length)
       val v = new UnsafeRow(2 + nValues)
@@ -108,7 +117,11 @@ object AdjunctLookup {
         }
       }
     }
-    InternalFrames.of(spark, rows, StructType(keys.fields ++ schema.values.fields.map(_.copy(nullable = true))))
+    InternalFrames.of(
+      spark,
+      rows,
+      StructType(keys.fields ++ schema.values.fields.map(_.copy(nullable = true)))
+    )
   }
 
   /** The version micro-batch `batchId` of the enriching query at `checkpoint` sees: the one recorded for it,
@@ -121,7 +134,9 @@ object AdjunctLookup {
     val name = batchId.toString
     if (records.exists(name)) {
       val in = records.open(name)
-      val text = try new String(in.readAllBytes(), UTF_8) finally in.close()
+      val text =
+        try new String(in.readAllBytes(), UTF_8)
+        finally in.close()
       AdjunctTableLog.parse(text)("version").toLong
     } else {
       val v = table.resolve(-1).version
@@ -140,32 +155,43 @@ object AdjunctLookup {
     table.log.commits().map((c: AdjunctCommit) => s"${c.version}\t${c.uniqueId}\t${c.sourceBatchId}").asJava
   }
 
-  /** The stats of the replica of `path` held by this JVM (the driver's in local mode: tests), empty if none. */
+  /** The stats of the replica of `path` held by this JVM (the driver's in local mode: tests), empty if none.
+    */
   def localReplicaStats(spark: SparkSession, path: String): java.util.Map[String, java.lang.Long] = {
     val table = new AdjunctTable(path, spark.sparkContext.hadoopConfiguration)
-    AdjunctReplicas.existing(table.storePath).fold(Map.empty[String, Long])(_.stats)
-      .map { case (k, v) => k -> java.lang.Long.valueOf(v) }.asJava
+    AdjunctReplicas
+      .existing(table.storePath)
+      .fold(Map.empty[String, Long])(_.stats)
+      .map { case (k, v) => k -> java.lang.Long.valueOf(v) }
+      .asJava
   }
 
-  private def checkKeys(events: StructType, path: String, table: AdjunctSchema, on: Seq[String]): Array[Int] = {
+  private def checkKeys(
+      events: StructType,
+      path: String,
+      table: AdjunctSchema,
+      on: Seq[String]
+  ): Array[Int] = {
     if (on.length != table.keys.length)
       throw new AdjunctTableException(
         s"adjunct table $path has key columns ${table.keys.toDDL}; name ${table.keys.length} event column(s) " +
           s"to match them, not ${on.mkString(", ")}"
       )
-    on.zip(table.keys.fields).map { case (name, key) =>
-      val i = events.fieldNames.indexOf(name)
-      if (i < 0)
-        throw new AdjunctTableException(
-          s"adjunct table $path: the events have no key column '$name' (their columns: " +
-            s"${events.fieldNames.mkString(", ")})"
-        )
-      if (!AdjunctSchema.sameType(events(i).dataType, key.dataType))
-        throw new AdjunctTableException(
-          s"adjunct table $path: event column '$name' is ${events(i).dataType.simpleString} but the table's key " +
-            s"'${key.name}' is ${key.dataType.simpleString}; cast it (col('$name').cast('${key.dataType.simpleString}'))"
-        )
-      i
-    }.toArray
+    on.zip(table.keys.fields)
+      .map { case (name, key) =>
+        val i = events.fieldNames.indexOf(name)
+        if (i < 0)
+          throw new AdjunctTableException(
+            s"adjunct table $path: the events have no key column '$name' (their columns: " +
+              s"${events.fieldNames.mkString(", ")})"
+          )
+        if (!AdjunctSchema.sameType(events(i).dataType, key.dataType))
+          throw new AdjunctTableException(
+            s"adjunct table $path: event column '$name' is ${events(i).dataType.simpleString} but the table's key " +
+              s"'${key.name}' is ${key.dataType.simpleString}; cast it (col('$name').cast('${key.dataType.simpleString}'))"
+          )
+        i
+      }
+      .toArray
   }
 }

@@ -41,7 +41,7 @@ object AdjunctMaintain {
     val schema = schemaOf(batch, path, keys.asScala.toSeq, ordering, op)
     table.log.readMeta() match {
       case Some(m) => checkSame(path, AdjunctSchema.fromMeta(m), schema)
-      case None =>
+      case None    =>
         if (table.log.latest().isEmpty) {
           val fs = new org.apache.hadoop.fs.Path(path).getFileSystem(AdjunctTable.confOf(confEntries))
           if (fs.exists(new org.apache.hadoop.fs.Path(path, "offsets"))) throw table.noTable()
@@ -64,7 +64,10 @@ object AdjunctMaintain {
       store.uploadSnapshots()
       table.log.write(AdjunctCommit(id.version, id.uniqueId, source, batchId))
       // records first, then files: a record never names a checkpoint clean-up may have deleted
-      table.log.commits().filter(_.version <= id.version - retainVersions).foreach(c => table.log.delete(c.version))
+      table.log
+        .commits()
+        .filter(_.version <= id.version - retainVersions)
+        .foreach(c => table.log.delete(c.version))
       store.cleanup()
       id.version
     } finally local.close()
@@ -88,13 +91,19 @@ object AdjunctMaintain {
     r.getLong(0)
   }
 
-  /** The batch's changes reduced to the newest per key (ties: a delete wins, so the result is
-    * deterministic), encoded for the store, collected to the driver (the changes, never the table).
+  /** The batch's changes reduced to the newest per key (ties: a delete wins, so the result is deterministic),
+    * encoded for the store, collected to the driver (the changes, never the table).
     */
-  private def reduced(batch: DataFrame, schema: AdjunctSchema, ordering: String, op: String): Iterator[Change] = {
+  private def reduced(
+      batch: DataFrame,
+      schema: AdjunctSchema,
+      ordering: String,
+      op: String
+  ): Iterator[Change] = {
     val keyCols = schema.keys.fieldNames.map(F.col)
     val isDelete = F.lower(F.col(op)) === "delete"
-    val badOp = F.when(!F.lower(F.col(op)).isin(Ops.toSeq: _*) || F.col(op).isNull, F.col(op).cast(StringType))
+    val badOp =
+      F.when(!F.lower(F.col(op)).isin(Ops.toSeq: _*) || F.col(op).isNull, F.col(op).cast(StringType))
     val orderingLong = F.col(ordering).cast(LongType) // integral types only (checked): no precision lost
     val change = F.struct(
       (orderingLong.as("o") +: isDelete.as("d") +: badOp.as("bad") +:
@@ -133,8 +142,13 @@ object AdjunctMaintain {
   }
 
   /** Checks the change stream's columns; the values are every other column. */
-  private def schemaOf(batch: DataFrame, path: String, keys: Seq[String], ordering: String, op: String)
-      : AdjunctSchema = {
+  private def schemaOf(
+      batch: DataFrame,
+      path: String,
+      keys: Seq[String],
+      ordering: String,
+      op: String
+  ): AdjunctSchema = {
     val fields = batch.schema.fields.map(f => f.name -> f).toMap
     def need(name: String, what: String) = fields.getOrElse(
       name,

@@ -35,7 +35,8 @@ final class AdjunctLocalStore(storePath: String, confEntries: Map[String, String
   /** Makes the local store hold `id` (incrementally: see [[LineageStore.load]]). */
   def load(id: CheckpointId): Unit = if (store.loadedCheckpoint != Some(id)) store.load(id)
 
-  override def close(): Unit = try store.close() finally lease.release()
+  override def close(): Unit = try store.close()
+  finally lease.release()
 }
 
 object AdjunctLocalStore {

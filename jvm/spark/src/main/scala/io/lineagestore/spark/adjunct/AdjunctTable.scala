@@ -10,21 +10,25 @@ import io.lineagestore.format.{AdjunctCommit, AdjunctTableLog}
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.storage.HadoopBlobStore
 
-/** Bad input to an adjunct-table call: names what is wrong and what to do; raised before anything is written. */
+/** Bad input to an adjunct-table call: names what is wrong and what to do; raised before anything is written.
+  */
 class AdjunctTableException(message: String) extends IllegalArgumentException(message)
 
-/** The schema of an adjunct table: key columns, value columns, and the stored value row's layout
-  * (ordering, deleted, values...), the UnsafeRow the store holds per key.
+/** The schema of an adjunct table: key columns, value columns, and the stored value row's layout (ordering,
+  * deleted, values...), the UnsafeRow the store holds per key.
   */
 final case class AdjunctSchema(keys: StructType, values: StructType) {
   import AdjunctSchema._
 
   /** What the store holds per key: the change's ordering value, whether it is a tombstone, the values. */
   def stored: StructType =
-    StructType(StructField(OrderingField, LongType, nullable = false) +:
-      StructField(DeletedField, BooleanType, nullable = false) +: values.fields.map(_.copy(nullable = true)))
+    StructType(
+      StructField(OrderingField, LongType, nullable = false) +:
+        StructField(DeletedField, BooleanType, nullable = false) +: values.fields.map(_.copy(nullable = true))
+    )
 
-  def toMeta: Map[String, String] = Map("keySchema" -> keys.json, "valueSchema" -> values.json, "format" -> "1")
+  def toMeta: Map[String, String] =
+    Map("keySchema" -> keys.json, "valueSchema" -> values.json, "format" -> "1")
 }
 
 object AdjunctSchema {
@@ -54,7 +58,8 @@ final class AdjunctTable(val path: String, hadoopConf: Configuration) {
     val fs = new Path(path).getFileSystem(hadoopConf)
     val queryCheckpoint = Seq("offsets", "commits", "metadata").exists(n => fs.exists(new Path(path, n)))
     val what =
-      if (queryCheckpoint) "a streaming query's checkpoint (offsets/, commits/, metadata), not an adjunct table"
+      if (queryCheckpoint)
+        "a streaming query's checkpoint (offsets/, commits/, metadata), not an adjunct table"
       else s"no adjunct table (no ${AdjunctTableLog.MetaName})"
     new AdjunctTableException(
       s"$path holds $what. Pass the path a maintaining query writes (lineagestore.adjunct.maintain), and keep " +
@@ -67,8 +72,10 @@ final class AdjunctTable(val path: String, hadoopConf: Configuration) {
     schema // a missing table is named before a missing version
     val commits = log.commits()
     if (commits.isEmpty)
-      throw new AdjunctTableException(s"adjunct table $path has no committed version yet; start its maintaining " +
-        "query (lineagestore.adjunct.maintain) and wait for its first batch")
+      throw new AdjunctTableException(
+        s"adjunct table $path has no committed version yet; start its maintaining " +
+          "query (lineagestore.adjunct.maintain) and wait for its first batch"
+      )
     if (version < 0) commits.last
     else
       commits.find(_.version == version).getOrElse {
@@ -76,7 +83,9 @@ final class AdjunctTable(val path: String, hadoopConf: Configuration) {
         val why =
           if (version < commits.head.version) s"version $version was cleaned up"
           else s"version $version does not exist"
-        throw new AdjunctTableException(s"adjunct table $path: $why ($kept); pass one of those or none (latest)")
+        throw new AdjunctTableException(
+          s"adjunct table $path: $why ($kept); pass one of those or none (latest)"
+        )
       }
   }
 }
@@ -85,7 +94,8 @@ object AdjunctTable {
   def checkpointOf(c: AdjunctCommit): CheckpointId = CheckpointId(c.version, c.uniqueId)
 
   /** A Hadoop configuration as plain entries, to rebuild it on executors. */
-  def confEntries(conf: Configuration): Map[String, String] = conf.iterator().asScala.map(e => e.getKey -> e.getValue).toMap
+  def confEntries(conf: Configuration): Map[String, String] =
+    conf.iterator().asScala.map(e => e.getKey -> e.getValue).toMap
 
   def confOf(entries: Map[String, String]): Configuration = {
     val c = new Configuration(false)
