@@ -41,10 +41,14 @@ class Oracle:
         self.versions: dict[int, dict[int, tuple]] = {}
 
     def commit(self, version: int, changes: list[tuple]) -> None:
+        newest: dict[int, tuple] = {}  # within a batch: the greatest (seq, is-delete) per key
         for cid, op, seq, name, score in changes:
-            old = self.stored.get(cid)
-            if old is None or old[0] < seq or (old[0] == seq and op == "delete" and not old[1]):
-                self.stored[cid] = (seq, op == "delete", (name, score))
+            change = (seq, op == "delete", (name, score))
+            if cid not in newest or newest[cid][:2] < change[:2]:
+                newest[cid] = change
+        for cid, change in newest.items():  # across batches: only a strictly newer change replaces
+            if cid not in self.stored or self.stored[cid][0] < change[0]:
+                self.stored[cid] = change
         self.versions[version] = {k: v[2] for k, v in self.stored.items() if not v[1]}
 
 
@@ -62,12 +66,15 @@ ROUNDS = [
         (99, "delete", 50, None, None),
     ],
     # 3: key 2 inserted again (newer than its delete); a late upsert of 99 older than its tombstone
-    # (ignored); a late delete of 1 older than its update (ignored); key 5 deleted
+    # (ignored); a late delete of 1 older than its update (ignored); key 5 deleted; a tie and a redelivery
     [
         (2, "insert", 60, "n2-again", 2.2),
         (99, "upsert", 45, "n99-stale", 9.9),
         (1, "delete", 20, None, None),
         (5, "delete", 61, None, None),
+        (6, "upsert", 62, "n6-b", 6.6),
+        (6, "delete", 62, None, None),  # same ordering in one batch: the delete wins
+        (4, "upsert", 40, "n4-redelivered", 0.0),  # same ordering as the stored row: a redelivery, ignored
     ],
 ]
 

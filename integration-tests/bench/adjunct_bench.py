@@ -39,6 +39,7 @@ def main() -> None:
         .config("spark.driver.memory", "3g")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
     ).getOrCreate()
     base = tempfile.mkdtemp(prefix="adjunct-bench-")
     table = f"{base}/table"
