@@ -204,6 +204,8 @@ def test_bad_input_is_named_and_commits_nothing(spark, tmp_path):
         adjunct.maintain_batch(
             spark.createDataFrame([(1, "upsert", 1, "a", 1.0)], CHANGE_SCHEMA), 0, str(ckpt), ["id"], "seq"
         )
+    with pytest.raises(AdjunctTableError, match="for a streaming one use lineagestore.adjunct.enrich"):
+        adjunct.lookup(spark.readStream.format("rate").load().selectExpr("cast(value as int) id"), table)
     with pytest.raises(AdjunctTableError, match="no key column 'user'"):
         adjunct.lookup(events, table, on=["user"])
     with pytest.raises(
@@ -269,4 +271,12 @@ def test_docs_example(spark):
     section = text[text.index("## Example") :]
     blocks = re.findall(r"^```python\n(.*?)^```$", section, re.S | re.M)
     assert len(blocks) == 1, "expected one complete example under '## Example'"
-    exec(compile(blocks[0], "docs/adjunct-tables.md", "exec"), {"__name__": "adjunct_example"})
+    before = dict(spark.conf.getAll)
+    try:
+        exec(compile(blocks[0], "docs/adjunct-tables.md", "exec"), {"__name__": "adjunct_example"})
+    finally:  # the example's configure(builder).getOrCreate() set SQL confs on the shared session: undo them
+        for key, value in dict(spark.conf.getAll).items():
+            if key not in before:
+                spark.conf.unset(key)
+            elif before[key] != value:
+                spark.conf.set(key, before[key])

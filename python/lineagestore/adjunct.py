@@ -99,6 +99,11 @@ def lookup(events: Any, path: str, on: Sequence[str] | None = None, version: int
     spark = events.sparkSession
     from pyspark.sql import DataFrame
 
+    if events.isStreaming:
+        raise AdjunctTableError(
+            f"lookup of adjunct table {path} takes a batch DataFrame; for a streaming one use "
+            "lineagestore.adjunct.enrich, which picks and records one table version per micro-batch"
+        )
     jdf = _jvm_call(
         lambda: _obj(spark, "AdjunctLookup").lookup(
             events._jdf, path, _java_list(spark, on or []), -1 if version is None else version
