@@ -280,3 +280,39 @@ def test_docs_example(spark):
                 spark.conf.unset(key)
             elif before[key] != value:
                 spark.conf.set(key, before[key])
+
+
+def test_maintain_rerun_after_a_crash_before_its_record_commits_over_the_same_parent(spark, tmp_path):
+    """A crash after the store's delta but before the table's commit record leaves a delta no record names:
+    the re-run of the batch commits the same version again with another unique ID, over the same parent, and
+    no reader ever sees the orphan (the table stays unforkable, as a V2 checkpoint does)."""
+    table = tmp_path / "table"
+    src = str(tmp_path / "m")
+
+    def batch(rows):
+        return spark.createDataFrame(rows, CHANGE_SCHEMA)
+
+    assert (
+        adjunct.maintain_batch(batch([(1, "upsert", 1, "a", 1.0)]), 0, str(table), ["id"], "seq", source=src)
+        == 1
+    )
+    assert (
+        adjunct.maintain_batch(
+            batch([(2, "upsert", 2, "lost", 2.0)]), 1, str(table), ["id"], "seq", source=src
+        )
+        == 2
+    )
+    orphan = adjunct.versions(spark, str(table))[-1]["uniqueId"]
+    (table / "_adjunct" / "commits" / "2").unlink()  # the crash: the record of version 2 was never written
+    (table / "_adjunct" / "commits" / ".2.crc").unlink(missing_ok=True)
+    # the re-run (its input may differ: a source replaying from its own offsets) commits version 2 anew
+    assert (
+        adjunct.maintain_batch(batch([(3, "upsert", 3, "c", 3.0)]), 1, str(table), ["id"], "seq", source=src)
+        == 2
+    )
+    versions = adjunct.versions(spark, str(table))
+    assert [v["version"] for v in versions] == [1, 2] and versions[-1]["uniqueId"] != orphan
+    assert (table / "store" / "0" / f"2_{orphan}.delta").exists()  # still there, never loaded
+    assert as_table(adjunct.read(spark, str(table)).collect()) == {1: ("a", 1.0), 3: ("c", 3.0)}
+    events = spark.createDataFrame([(0, 2), (1, 3)], EVENT_SCHEMA)
+    assert {r["id"]: r["name"] for r in adjunct.lookup(events, str(table)).collect()} == {2: None, 3: "c"}
