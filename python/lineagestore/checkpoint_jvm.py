@@ -171,6 +171,9 @@ class JvmTools:
     def write_text(self, uri: str, text: str, overwrite: bool) -> None:
         self._call("writeText", uri, text, overwrite)
 
+    def inspect_adjunct_table(self, uri: str) -> dict:
+        return self._json("inspectAdjunctTable", uri)
+
     def existing_batches(self, store: Any, commit_log: str) -> list[int]:
         return self._json(
             "existingBatches", store.uri, store.operator_id, store.partition_id, store.store_name, commit_log

@@ -11,7 +11,13 @@ from typing import Any
 
 from lineagestore import __version__, cli_rescale
 from lineagestore.checkpoint_jvm import AWS_SDK_BUNDLE_VERSION, HADOOP_AWS_VERSION
-from lineagestore.cli_render import render_clone, render_gc, render_inspect, render_verify
+from lineagestore.cli_render import (
+    render_adjunct_table,
+    render_clone,
+    render_gc,
+    render_inspect,
+    render_verify,
+)
 
 EXIT_OK = 0
 
@@ -431,6 +437,12 @@ def _inspect(args: argparse.Namespace, tools: Any, progress: Any) -> int:
     from lineagestore import checkpoint
     from lineagestore.checkpoint_plot import plot_lineage
 
+    uri = checkpoint.to_uri(args.checkpoint)
+    top = tools.list(uri) or []  # the listing load starts with: an unreachable store fails as it would there
+    if any(e["name"] == "_adjunct" and e["dir"] for e in top):  # an adjunct table (docs/adjunct-tables.md)
+        table = tools.inspect_adjunct_table(uri)
+        print(json.dumps(table, indent=2) if args.json else render_adjunct_table(table))
+        return EXIT_OK
     cp = checkpoint.load(tools, args.checkpoint)
     report = checkpoint.inspect(tools, cp, progress)
     if args.plot:

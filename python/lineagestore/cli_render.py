@@ -17,6 +17,29 @@ def _short(cid: str) -> str:
     return f"{version}_{uid[:8]}"
 
 
+def render_adjunct_table(t: dict) -> str:
+    """``lineagestore inspect`` on an adjunct table: its versions and its store's size."""
+    from lineagestore.checkpoint import human_bytes as hb
+
+    st = t["store"]
+    vs = t["versions"]
+    out = [
+        f"adjunct table  {t['table']}",
+        "versions       "
+        + (f"{vs[0]['version']}..{vs[-1]['version']} ({len(vs)} kept)" if vs else "none committed yet"),
+        f"size           {hb(st['totalBytes'])}: {st['deltas']} deltas ({hb(st['deltaBytes'])}), "
+        f"{st['snapshots']} snapshots ({hb(st['snapshotBytes'])}), {st['sharedBlobs']} shared files "
+        f"({hb(st['sharedBytes'])})",
+    ]
+    for v in vs:
+        out.append(f"  version {v['version']:>6}  {v['uniqueId']}  maintain batch {v['sourceBatchId']}")
+    if t["uncommitted"]:
+        out.append(
+            "uncommitted    " + ", ".join(t["uncommitted"]) + " (a maintain batch that did not finish)"
+        )
+    return "\n".join(out)
+
+
 def render_inspect(r: dict) -> str:
     from lineagestore.checkpoint import human_bytes as hb
 

@@ -84,6 +84,12 @@ object CheckpointTools {
     p.getFileSystem(ToolEnv.hadoopConf).delete(p, false)
   }
 
+  // ---- adjunct tables ------------------------------------------------------------------------------------------
+
+  /** See [[AdjunctInspection.inspect]]. */
+  def inspectAdjunctTable(uri: String): String =
+    wrapAccess("read", uri, ToolEnv.hadoopConf)(AdjunctInspection.inspect(uri).render)
+
   // ---- one store ---------------------------------------------------------------------------------------------
 
   /** The batches of `commitLog` whose checkpoint still has a file (delta or snapshot) in this store: JSON

@@ -1,0 +1,112 @@
+package io.lineagestore.format
+
+import java.io.{ByteArrayOutputStream, InputStreamReader, StringReader}
+import java.nio.charset.StandardCharsets.UTF_8
+import java.util.Properties
+
+import scala.jdk.CollectionConverters._
+
+import io.lineagestore.storage.BlobStore
+
+/** One committed version of an adjunct table: the version, the unique ID of the store checkpoint it is, and
+  * the micro-batch of the maintaining query (`source`: its checkpoint location) that committed it.
+  */
+final case class AdjunctCommit(version: Long, uniqueId: String, source: String, sourceBatchId: Long)
+
+/** The table-level files of an adjunct table (see docs/adjunct-tables.md), over the blob store rooted at the
+  * table's path:
+  * {{{
+  * _adjunct/table.properties     the table's schema (opaque strings the glue writes once)
+  * _adjunct/commits/<version>    one AdjunctCommit each, written once after the store's delta
+  * store/0/...                   the lineagestore store itself
+  * }}}
+  * The commit records are the table's commit log: a version of the table is the unique ID its record names
+  * (seed 003's commit log), so a store checkpoint without a record is an orphan no reader loads. Records are
+  * Java properties files: small, readable with `cat`.
+  */
+final class AdjunctTableLog(blobs: BlobStore) {
+  import AdjunctTableLog._
+
+  def locate(name: String): String = blobs.locate(name)
+
+  def readMeta(): Option[Map[String, String]] =
+    if (!blobs.exists(MetaName)) None else Some(readProperties(MetaName))
+
+  def writeMeta(meta: Map[String, String]): Unit = writeProperties(MetaName, meta)
+
+  /** Every committed version still recorded, oldest first. */
+  def commits(): Seq[AdjunctCommit] =
+    blobs
+      .list(CommitsDir)
+      .flatMap(b => b.name.stripPrefix(CommitsDir + "/").toLongOption)
+      .sorted
+      .flatMap(commit)
+
+  def commit(version: Long): Option[AdjunctCommit] = {
+    val name = commitName(version)
+    if (!blobs.exists(name)) None
+    else {
+      val p = readProperties(name)
+      def field(k: String) = p.getOrElse(
+        k,
+        throw new CorruptCheckpointFileException(
+          blobs.locate(name),
+          s"the adjunct table commit record lacks '$k'"
+        )
+      )
+      Some(
+        AdjunctCommit(
+          field("version").toLong,
+          field("uniqueId"),
+          field("source"),
+          field("sourceBatchId").toLong
+        )
+      )
+    }
+  }
+
+  def latest(): Option[AdjunctCommit] = commits().lastOption
+
+  def write(c: AdjunctCommit): Unit = writeProperties(
+    commitName(c.version),
+    Map(
+      "version" -> c.version.toString,
+      "uniqueId" -> c.uniqueId,
+      "source" -> c.source,
+      "sourceBatchId" -> c.sourceBatchId.toString
+    )
+  )
+
+  def delete(version: Long): Unit = blobs.delete(commitName(version))
+
+  private def readProperties(name: String): Map[String, String] = {
+    val in = blobs.open(name)
+    try {
+      val p = new Properties()
+      p.load(new InputStreamReader(in, UTF_8))
+      p.asScala.toMap
+    } finally in.close()
+  }
+
+  private def writeProperties(name: String, m: Map[String, String]): Unit = {
+    val p = new Properties()
+    m.foreach { case (k, v) => p.setProperty(k, v) }
+    val buf = new ByteArrayOutputStream()
+    p.store(new java.io.OutputStreamWriter(buf, UTF_8), null)
+    blobs.write(name)(_.write(buf.toByteArray))
+  }
+}
+
+object AdjunctTableLog {
+  val MetaName = "_adjunct/table.properties"
+  val CommitsDir = "_adjunct/commits"
+
+  /** The table's one store, relative to the table's path (partitioned tables would add store/1, ...). */
+  val StoreDir = "store/0"
+  def commitName(version: Long): String = s"$CommitsDir/$version"
+
+  /** Parses properties text (tests, tools). */
+  def parse(text: String): Map[String, String] = {
+    val p = new Properties(); p.load(new StringReader(text)); p.asScala.toMap
+  }
+}

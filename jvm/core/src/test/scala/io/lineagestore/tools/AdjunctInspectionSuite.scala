@@ -1,0 +1,79 @@
+package io.lineagestore.tools
+
+import java.io.File
+import java.nio.file.Files
+import java.util.concurrent.Executors
+
+import org.apache.hadoop.conf.Configuration
+import org.apache.hadoop.fs.Path
+import org.scalatest.BeforeAndAfterEach
+import org.scalatest.funsuite.AnyFunSuite
+
+import io.lineagestore.format.{AdjunctCommit, AdjunctTableLog, StoreIdentity}
+import io.lineagestore.lineage.CheckpointId
+import io.lineagestore.storage.HadoopBlobStore
+import io.lineagestore.store.{CheckpointFiles, LineageStore, LocalDirectories, StoreSettings}
+
+/** An adjunct table's commit log and `inspect` over a table written by the real store on a local Hadoop
+  * filesystem: records round-trip, versions are listed in order, an unfinished batch (a delta no record
+  * names) shows as uncommitted, and a record lacking a field fails naming its file.
+  */
+class AdjunctInspectionSuite extends AnyFunSuite with BeforeAndAfterEach {
+  private var tmp: File = _
+  private val pool = Executors.newFixedThreadPool(2)
+
+  override def beforeEach(): Unit = tmp = Files.createTempDirectory("lineagestore-adjunct").toFile
+  override def afterEach(): Unit = LocalDirectories.deleteRecursively(tmp)
+
+  private def table = new File(tmp, "table").toURI.toString
+  private def log = new AdjunctTableLog(new HadoopBlobStore(new Path(table), new Configuration()))
+
+  private def writeVersions(committed: Int, unfinished: Boolean): Unit = {
+    val store = new LineageStore(
+      new CheckpointFiles(
+        new HadoopBlobStore(new Path(new Path(table), AdjunctTableLog.StoreDir), new Configuration()),
+        StoreIdentity(0, 0, "default"),
+        pool
+      ),
+      new File(tmp, "local"),
+      StoreSettings.Default
+    )
+    try {
+      store.load(CheckpointId.Empty)
+      for (v <- 1 to committed + (if (unfinished) 1 else 0)) {
+        store.put(1, Array(v.toByte), Array(1, 2, 3))
+        val id = store.commit(s"u$v")
+        if (v <= committed) log.write(AdjunctCommit(id.version, id.uniqueId, "src", v - 1L))
+      }
+    } finally store.close()
+  }
+
+  test("commit records round-trip and are listed by version; inspect shows versions, size, unfinished") {
+    log.writeMeta(Map("keySchema" -> "k", "valueSchema" -> "v"))
+    writeVersions(committed = 11, unfinished = true)
+    assert(log.commits().map(_.version) == (1L to 11L))
+    assert(log.latest().contains(AdjunctCommit(11, "u11", "src", 10)))
+    assert(AdjunctInspection.isTable(table))
+    assert(!AdjunctInspection.isTable(new File(tmp, "nothing").toURI.toString))
+    val report = AdjunctInspection.inspect(table).render
+    assert(report.contains("\"deltas\": 12,"), report)
+    assert(report.contains("\"uncommitted\": [\"12_u12.delta\"]"), report)
+    assert(
+      report.contains(
+        "{\"version\": 11, \"uniqueId\": \"u11\", \"sourceBatchId\": 10, \"files\": [\"11_u11.delta\"]}"
+      ),
+      report
+    )
+  }
+
+  test("a record lacking a field fails naming the record") {
+    log.writeMeta(Map("keySchema" -> "k", "valueSchema" -> "v"))
+    new HadoopBlobStore(new Path(table), new Configuration())
+      .write(AdjunctTableLog.commitName(3))(_.write("version=3\n".getBytes("UTF-8")))
+    val e = intercept[Exception](log.commits())
+    assert(
+      e.getMessage.contains("_adjunct/commits/3") && e.getMessage.contains("lacks 'uniqueId'"),
+      e.getMessage
+    )
+  }
+}

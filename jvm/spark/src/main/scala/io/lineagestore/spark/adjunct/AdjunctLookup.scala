@@ -1,0 +1,197 @@
+package io.lineagestore.spark.adjunct
+
+import java.nio.charset.StandardCharsets.UTF_8
+import java.security.MessageDigest
+
+import scala.jdk.CollectionConverters._
+
+import org.apache.hadoop.fs.Path
+import org.apache.spark.TaskContext
+import org.apache.spark.sql.{DataFrame, SparkSession}
+import org.apache.spark.sql.catalyst.InternalRow
+import org.apache.spark.sql.catalyst.expressions.{
+  BoundReference,
+  GenericInternalRow,
+  JoinedRow,
+  UnsafeProjection,
+  UnsafeRow
+}
+import org.apache.spark.sql.execution.streaming.state.lineagestore.InternalFrames
+import org.apache.spark.sql.types._
+
+import io.lineagestore.format.{AdjunctCommit, AdjunctTableLog}
+import io.lineagestore.storage.HadoopBlobStore
+
+/** Looks events up in an adjunct table on the executors (docs/adjunct-tables.md "Look up"): a JVM operator
+  * over the events' internal rows, reading each executor's shared replica ([[AdjunctReplicas]]) at one
+  * version the driver chose. Left-join semantics: an event whose key is absent (or deleted, or null) gets
+  * nulls in the value columns.
+  */
+object AdjunctLookup {
+
+  /** `events` with the table's value columns, at table `version` (latest when negative). `on`: the events'
+    * columns matching the table's key columns, in order (empty: the table's key names).
+    */
+  def lookup(events: DataFrame, path: String, on: java.util.List[String], version: Long): DataFrame = {
+    val spark = events.sparkSession
+    val confEntries = AdjunctTable.confEntries(spark.sparkContext.hadoopConfiguration)
+    val table = new AdjunctTable(path, AdjunctTable.confOf(confEntries))
+    val schema = table.schema
+    val commit = table.resolve(version)
+    val onCols = if (on.isEmpty) schema.keys.fieldNames.toSeq else on.asScala.toSeq
+    val keyOrdinals = checkKeys(events.schema, path, schema, onCols)
+    val clash = schema.values.fieldNames.filter(events.schema.fieldNames.contains)
+    if (clash.nonEmpty)
+      throw new AdjunctTableException(
+        s"adjunct table $path: the events already have column(s) ${clash.mkString(", ")} that the lookup adds; " +
+          "rename them in the events first"
+      )
+    val eventSchema = events.schema
+    val stored = schema.stored
+    val nValues = schema.values.length
+    val outSchema = StructType(eventSchema.fields ++ schema.values.fields.map(_.copy(nullable = true)))
+    val storePath = table.storePath
+    val id = AdjunctTable.checkpointOf(commit)
+    val rows = InternalFrames.rowsOf(events).mapPartitions { it =>
+      val replica = AdjunctReplicas.replica(storePath, confEntries)
+      val store = replica.acquire(id)
+      TaskContext.get().addTaskCompletionListener[Unit](_ => replica.release())
+      val keyProj = UnsafeProjection.create(keyOrdinals.toSeq.map { i =>
+        BoundReference(i, eventSchema(i).dataType, eventSchema(i).nullable)
+      })
+      val nEvent = eventSchema.length
+      val outProj = UnsafeProjection.create(
+        eventSchema.fields.toSeq.zipWithIndex.map { case (f, i) =>
+          BoundReference(i, f.dataType, f.nullable)
+        } ++
+          (0 until nValues).map(j => BoundReference(nEvent + 2 + j, stored(2 + j).dataType, nullable = true))
+      )
+      val absent = new GenericInternalRow(2 + nValues)
+      val value = new UnsafeRow(2 + nValues)
+      val joined = new JoinedRow()
+      it.map { event =>
+        val found =
+          if (keyOrdinals.exists(event.isNullAt)) null
+          else store.get(1, keyProj(event).getBytes)
+        val right =
+          if (found == null) absent
+          else {
+            value.pointTo(found, found.length)
+            if (value.getBoolean(1)) absent else value
+          }
+        outProj(joined(event, right)).copy(): InternalRow
+      }
+    }
+    InternalFrames.of(spark, rows, outSchema)
+  }
+
+  /** The table's live rows at `version` (latest when negative), read in one task from a replica. */
+  def read(spark: SparkSession, path: String, version: Long): DataFrame = {
+    val confEntries = AdjunctTable.confEntries(spark.sparkContext.hadoopConfiguration)
+    val table = new AdjunctTable(path, AdjunctTable.confOf(confEntries))
+    val schema = table.schema
+    val id = AdjunctTable.checkpointOf(table.resolve(version))
+    val storePath = table.storePath
+    val keys = schema.keys
+    val stored = schema.stored
+    val nValues = schema.values.length
+    val rows = spark.sparkContext.parallelize(Seq(0), 1).mapPartitions { _ =>
+      val replica = AdjunctReplicas.replica(storePath, confEntries)
+      val store = replica.acquire(id)
+      val scan = store.scan(1, Array.emptyByteArray, null)
+      TaskContext.get().addTaskCompletionListener[Unit] { _ => scan.close(); replica.release() }
+      val outProj = UnsafeProjection.create(
+        keys.fields.toSeq.zipWithIndex.map { case (f, i) => BoundReference(i, f.dataType, f.nullable) } ++
+          (0 until nValues)
+            .map(j => BoundReference(keys.length + 2 + j, stored(2 + j).dataType, nullable = true))
+      )
+      val k = new UnsafeRow(keys.length)
+      val v = new UnsafeRow(2 + nValues)
+      val joined = new JoinedRow()
+      scan.flatMap { case (kb, vb) =>
+        v.pointTo(vb, vb.length)
+        if (v.getBoolean(1)) None
+        else {
+          k.pointTo(kb, kb.length)
+          Some(outProj(joined(k, v)).copy(): InternalRow)
+        }
+      }
+    }
+    InternalFrames.of(
+      spark,
+      rows,
+      StructType(keys.fields ++ schema.values.fields.map(_.copy(nullable = true)))
+    )
+  }
+
+  /** The version micro-batch `batchId` of the enriching query at `checkpoint` sees: the one recorded for it,
+    * or (first run of the batch) the table's latest, recorded before it is used, so a re-run sees the same.
+    */
+  def versionForBatch(spark: SparkSession, path: String, checkpoint: String, batchId: Long): Long = {
+    val conf = spark.sparkContext.hadoopConfiguration
+    val table = new AdjunctTable(path, conf)
+    val records = new HadoopBlobStore(new Path(new Path(checkpoint, "adjunct"), tableKey(path)), conf)
+    val name = batchId.toString
+    if (records.exists(name)) {
+      val in = records.open(name)
+      val text =
+        try new String(in.readAllBytes(), UTF_8)
+        finally in.close()
+      AdjunctTableLog.parse(text)("version").toLong
+    } else {
+      val v = table.resolve(-1).version
+      records.write(name)(_.write(s"table=$path\nversion=$v\n".getBytes(UTF_8)))
+      v
+    }
+  }
+
+  def tableKey(path: String): String =
+    MessageDigest.getInstance("SHA-256").digest(path.getBytes(UTF_8)).take(8).map("%02x".format(_)).mkString
+
+  /** The listed versions of the table (for Python's `versions`, as rows of version, uniqueId, batch). */
+  def versions(spark: SparkSession, path: String): java.util.List[String] = {
+    val table = new AdjunctTable(path, spark.sparkContext.hadoopConfiguration)
+    table.schema
+    table.log.commits().map((c: AdjunctCommit) => s"${c.version}\t${c.uniqueId}\t${c.sourceBatchId}").asJava
+  }
+
+  /** The stats of the replica of `path` held by this JVM (the driver's in local mode: tests), empty if none.
+    */
+  def localReplicaStats(spark: SparkSession, path: String): java.util.Map[String, java.lang.Long] = {
+    val table = new AdjunctTable(path, spark.sparkContext.hadoopConfiguration)
+    AdjunctReplicas
+      .existing(table.storePath)
+      .fold(Map.empty[String, Long])(_.stats)
+      .map { case (k, v) => k -> java.lang.Long.valueOf(v) }
+      .asJava
+  }
+
+  private def checkKeys(
+      events: StructType,
+      path: String,
+      table: AdjunctSchema,
+      on: Seq[String]
+  ): Array[Int] = {
+    if (on.length != table.keys.length)
+      throw new AdjunctTableException(
+        s"adjunct table $path has key columns ${table.keys.toDDL}; name ${table.keys.length} event column(s) " +
+          s"to match them, not ${on.mkString(", ")}"
+      )
+    on.zip(table.keys.fields)
+      .map { case (name, key) =>
+        val i = events.fieldNames.indexOf(name)
+        if (i < 0)
+          throw new AdjunctTableException(
+            s"adjunct table $path: the events have no key column '$name' (their columns: " +
+              s"${events.fieldNames.mkString(", ")})"
+          )
+        if (!AdjunctSchema.sameType(events(i).dataType, key.dataType))
+          throw new AdjunctTableException(
+            s"adjunct table $path: event column '$name' is ${events(i).dataType.simpleString} but the table's key " +
+              s"'${key.name}' is ${key.dataType.simpleString}; cast it (col('$name').cast('${key.dataType.simpleString}'))"
+          )
+        i
+      }
+      .toArray
+  }
+}

@@ -1,0 +1,94 @@
+package io.lineagestore.spark.adjunct
+
+import java.io.File
+
+import scala.collection.mutable
+
+import org.apache.hadoop.fs.Path
+
+import io.lineagestore.config.LineageConf
+import io.lineagestore.format.StoreIdentity
+import io.lineagestore.lineage.CheckpointId
+import io.lineagestore.storage.HadoopBlobStore
+import io.lineagestore.store._
+
+/** A local copy of an adjunct table's store: a [[LineageStore]] in a leased local directory. `role` keeps the
+  * driver's writer and an executor's replica apart when they share a JVM (local mode).
+  */
+final class AdjunctLocalStore(storePath: String, confEntries: Map[String, String], role: String, retain: Int)
+    extends AutoCloseable {
+  private val conf = AdjunctTable.confOf(confEntries)
+  private val lease = AdjunctLocalStore.directories.acquire(s"adjunct-$role:$storePath")
+  val store: LineageStore =
+    try
+      new LineageStore(
+        new CheckpointFiles(
+          new HadoopBlobStore(new Path(storePath), conf),
+          StoreIdentity(0, 0, "default"),
+          SharedTransferPool(LineageConf.TransferThreads.default)
+        ),
+        lease.dir,
+        StoreSettings.from(Map.empty, minVersionsToRetain = retain)
+      )
+    catch { case t: Throwable => lease.release(); throw t }
+
+  /** Makes the local store hold `id` (incrementally: see [[LineageStore.load]]). */
+  def load(id: CheckpointId): Unit = if (store.loadedCheckpoint != Some(id)) store.load(id)
+
+  override def close(): Unit = try store.close()
+  finally lease.release()
+}
+
+object AdjunctLocalStore {
+  // under java.io.tmpdir like the provider's default; its retention lets a restarted executor reuse the files
+  private lazy val directories =
+    new LocalDirectories(new File(System.getProperty("java.io.tmpdir")), LineageConf.LocalRetentionMs.default)
+}
+
+/** The executor's read-only replicas: one per adjunct table (store path), shared by the executor's tasks.
+  *
+  * Guarded: each [[Replica]]'s monitor guards its `readers` count and the version its store holds, as a
+  * readers-writer gate: tasks reading the loaded version share it (RocksDB gets need no lock, and a replica
+  * has no pending writes); a task wanting another version waits until no task reads, then loads it. The map
+  * of replicas is guarded by this object's monitor.
+  */
+object AdjunctReplicas {
+  private val replicas = mutable.Map.empty[String, Replica]
+
+  /** The replica of `storePath` this JVM holds, if any. */
+  def existing(storePath: String): Option[Replica] = synchronized(replicas.get(storePath))
+
+  def replica(storePath: String, confEntries: Map[String, String]): Replica = synchronized {
+    replicas.getOrElseUpdate(storePath, new Replica(storePath, confEntries))
+  }
+
+  final class Replica(storePath: String, confEntries: Map[String, String]) {
+    private var local: AdjunctLocalStore = _ // opened by the first acquire
+    private var readers = 0
+
+    /** Holds the replica at `id` until [[release]]; loads it first if no reader holds another version. */
+    def acquire(id: CheckpointId): LineageStore = synchronized {
+      while (readers > 0 && !local.store.loadedCheckpoint.contains(id)) wait()
+      if (local == null) local = new AdjunctLocalStore(storePath, confEntries, "replica", Int.MaxValue)
+      local.load(id)
+      readers += 1
+      local.store
+    }
+
+    def release(): Unit = synchronized { readers -= 1; notifyAll() }
+
+    /** The version the replica holds and what its loads cost so far (tests, reports). */
+    def stats: Map[String, Long] = synchronized {
+      Option(local).fold(Map.empty[String, Long]) { l =>
+        val c = l.store.counters
+        Map(
+          "version" -> l.store.loadedVersion.getOrElse(-1L),
+          "bytesDownloaded" -> c.bytesDownloaded.get,
+          "filesDownloaded" -> c.filesDownloaded.get,
+          "bytesReused" -> c.bytesReused.get,
+          "deltasReplayed" -> c.deltasReplayed.get
+        )
+      }
+    }
+  }
+}

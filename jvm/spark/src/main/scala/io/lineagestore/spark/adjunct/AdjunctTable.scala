@@ -1,0 +1,105 @@
+package io.lineagestore.spark.adjunct
+
+import scala.jdk.CollectionConverters._
+
+import org.apache.hadoop.conf.Configuration
+import org.apache.hadoop.fs.Path
+import org.apache.spark.sql.types._
+
+import io.lineagestore.format.{AdjunctCommit, AdjunctTableLog}
+import io.lineagestore.lineage.CheckpointId
+import io.lineagestore.storage.HadoopBlobStore
+
+/** Bad input to an adjunct-table call: names what is wrong and what to do; raised before anything is written.
+  */
+class AdjunctTableException(message: String) extends IllegalArgumentException(message)
+
+/** The schema of an adjunct table: key columns, value columns, and the stored value row's layout (ordering,
+  * deleted, values...), the UnsafeRow the store holds per key.
+  */
+final case class AdjunctSchema(keys: StructType, values: StructType) {
+  import AdjunctSchema._
+
+  /** What the store holds per key: the change's ordering value, whether it is a tombstone, the values. */
+  def stored: StructType =
+    StructType(
+      StructField(OrderingField, LongType, nullable = false) +:
+        StructField(DeletedField, BooleanType, nullable = false) +: values.fields.map(_.copy(nullable = true))
+    )
+
+  def toMeta: Map[String, String] =
+    Map("keySchema" -> keys.json, "valueSchema" -> values.json, "format" -> "1")
+}
+
+object AdjunctSchema {
+  val OrderingField = "__lineagestore_ordering"
+  val DeletedField = "__lineagestore_deleted"
+
+  def fromMeta(m: Map[String, String]): AdjunctSchema =
+    AdjunctSchema(
+      DataType.fromJson(m("keySchema")).asInstanceOf[StructType],
+      DataType.fromJson(m("valueSchema")).asInstanceOf[StructType]
+    )
+
+  /** A type equal to `b` up to nullability (the table stores either). */
+  def sameType(a: DataType, b: DataType): Boolean = a.catalogString == b.catalogString
+}
+
+/** An adjunct table at `path` as the driver sees it: its files, opened with `hadoopConf`. */
+final class AdjunctTable(val path: String, hadoopConf: Configuration) {
+  val log = new AdjunctTableLog(new HadoopBlobStore(new Path(path), hadoopConf))
+  def storePath: String = new Path(new Path(path), AdjunctTableLog.StoreDir).toString
+
+  /** The table's schema; fails naming the path when no table is there (or a query checkpoint is). */
+  def schema: AdjunctSchema =
+    log.readMeta().map(AdjunctSchema.fromMeta).getOrElse(throw noTable())
+
+  def noTable(): AdjunctTableException = {
+    val fs = new Path(path).getFileSystem(hadoopConf)
+    val queryCheckpoint = Seq("offsets", "commits", "metadata").exists(n => fs.exists(new Path(path, n)))
+    val what =
+      if (queryCheckpoint)
+        "a streaming query's checkpoint (offsets/, commits/, metadata), not an adjunct table"
+      else s"no adjunct table (no ${AdjunctTableLog.MetaName})"
+    new AdjunctTableException(
+      s"$path holds $what. Pass the path a maintaining query writes (lineagestore.adjunct.maintain), and keep " +
+        "a query's checkpointLocation elsewhere."
+    )
+  }
+
+  /** The committed version `version` (latest when negative), failing by name when it is absent. */
+  def resolve(version: Long): AdjunctCommit = {
+    schema // a missing table is named before a missing version
+    val commits = log.commits()
+    if (commits.isEmpty)
+      throw new AdjunctTableException(
+        s"adjunct table $path has no committed version yet; start its maintaining " +
+          "query (lineagestore.adjunct.maintain) and wait for its first batch"
+      )
+    if (version < 0) commits.last
+    else
+      commits.find(_.version == version).getOrElse {
+        val kept = s"it keeps versions ${commits.head.version} to ${commits.last.version}"
+        val why =
+          if (version < commits.head.version) s"version $version was cleaned up"
+          else s"version $version does not exist"
+        throw new AdjunctTableException(
+          s"adjunct table $path: $why ($kept); pass one of those or none (latest)"
+        )
+      }
+  }
+}
+
+object AdjunctTable {
+  def checkpointOf(c: AdjunctCommit): CheckpointId = CheckpointId(c.version, c.uniqueId)
+
+  /** A Hadoop configuration as plain entries, to rebuild it on executors. */
+  def confEntries(conf: Configuration): Map[String, String] =
+    conf.iterator().asScala.map(e => e.getKey -> e.getValue).toMap
+
+  def confOf(entries: Map[String, String]): Configuration = {
+    val c = new Configuration(false)
+    entries.foreach { case (k, v) => c.set(k, v) }
+    c
+  }
+}

@@ -1,0 +1,168 @@
+"""Adjunct tables: a change stream kept as a versioned, read-only key-value table (docs/adjunct-tables.md).
+
+Every function here calls the JVM operators of ``io.lineagestore.spark.adjunct`` through py4j; no Python runs
+per row.
+
+* :func:`maintain` keeps a table from a streaming DataFrame of changes (one committed version per batch);
+* :func:`lookup` enriches a (batch) DataFrame with the table's row per key, left-join semantics;
+* :func:`enrich` does it for a streaming DataFrame, each micro-batch at one recorded version;
+* :func:`read` and :func:`versions` show the table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+_PKG = "io.lineagestore.spark.adjunct"
+
+
+class AdjunctTableError(ValueError):
+    """Bad input to an adjunct-table call; nothing committed was touched. The message says what to do."""
+
+
+def _jvm_call(body: Callable[[], Any]) -> Any:
+    try:
+        return body()
+    except Exception as e:  # PySpark's captured JVM exception, or py4j's
+        origin = getattr(e, "_origin", None) or getattr(e, "java_exception", None)
+        try:
+            cls = origin.getClass().getName() if origin is not None else ""
+        except Exception:  # noqa: BLE001 - the JVM object may be gone; keep the original error
+            cls = ""
+        if cls == f"{_PKG}.AdjunctTableException":
+            raise AdjunctTableError(origin.getMessage()) from None
+        raise
+
+
+def _obj(spark: Any, name: str) -> Any:
+    return getattr(spark._jvm.io.lineagestore.spark.adjunct, name)
+
+
+def _java_list(spark: Any, items: Sequence[str]) -> Any:
+    out = spark._jvm.java.util.ArrayList()
+    for i in items:
+        out.add(i)
+    return out
+
+
+def maintain_batch(
+    changes: Any,
+    batch_id: int,
+    path: str,
+    keys: Sequence[str],
+    ordering: str,
+    op: str = "op",
+    source: str = "",
+    retain_versions: int = 100,
+) -> int:
+    """Applies one batch of changes to the table at ``path`` and commits it; returns the table version.
+
+    A re-run of a batch (same ``source`` and ``batch_id``) already committed does nothing.
+    """
+    spark = changes.sparkSession
+    return _jvm_call(
+        lambda: _obj(spark, "AdjunctMaintain").maintainBatch(
+            changes._jdf, batch_id, path, _java_list(spark, keys), ordering, op, source, retain_versions
+        )
+    )
+
+
+def maintain(
+    changes: Any,
+    path: str,
+    keys: Sequence[str],
+    ordering: str,
+    checkpoint: str,
+    op: str = "op",
+    retain_versions: int = 100,
+) -> Any:
+    """A ``DataStreamWriter`` keeping the adjunct table at ``path`` from the streaming DataFrame ``changes``.
+
+    ``changes`` has the key columns, an ``op`` column (``upsert``/``insert``/``update`` or ``delete``), an
+    integral ``ordering`` column (a sequence number or commit time; the newest change per key wins, a late
+    older one is ignored) and the value columns (every other column). Add a trigger and ``start()`` it.
+    """
+
+    def batch(df: Any, batch_id: int) -> None:
+        maintain_batch(df, batch_id, path, keys, ordering, op, checkpoint, retain_versions)
+
+    return changes.writeStream.option("checkpointLocation", checkpoint).foreachBatch(batch)
+
+
+def lookup(events: Any, path: str, on: Sequence[str] | None = None, version: int | None = None) -> Any:
+    """``events`` (a batch DataFrame) with the table's value columns for each event's key (nulls if absent).
+
+    ``on``: the events' columns matching the table's key columns, in order (default: the same names).
+    ``version``: a committed table version (default: the latest).
+    """
+    spark = events.sparkSession
+    from pyspark.sql import DataFrame
+
+    if events.isStreaming:
+        raise AdjunctTableError(
+            f"lookup of adjunct table {path} takes a batch DataFrame; for a streaming one use "
+            "lineagestore.adjunct.enrich, which picks and records one table version per micro-batch"
+        )
+    jdf = _jvm_call(
+        lambda: _obj(spark, "AdjunctLookup").lookup(
+            events._jdf, path, _java_list(spark, on or []), -1 if version is None else version
+        )
+    )
+    return DataFrame(jdf, spark)
+
+
+def version_for_batch(spark: Any, path: str, checkpoint: str, batch_id: int) -> int:
+    """The table version micro-batch ``batch_id`` of the query at ``checkpoint`` sees (recorded once)."""
+    return _jvm_call(
+        lambda: _obj(spark, "AdjunctLookup").versionForBatch(spark._jsparkSession, path, checkpoint, batch_id)
+    )
+
+
+def enrich(
+    events: Any,
+    path: str,
+    checkpoint: str,
+    process: Callable[[Any, int], None],
+    on: Sequence[str] | None = None,
+) -> Any:
+    """A ``DataStreamWriter`` over the streaming DataFrame ``events`` calling ``process(enriched, batch_id)``.
+
+    Each micro-batch is enriched at one table version, picked on the driver when the batch starts and
+    recorded under ``<checkpoint>/adjunct/``, so a re-run of the batch after a restart sees the same one.
+    Add a trigger and ``start()`` it.
+    """
+
+    def batch(df: Any, batch_id: int) -> None:
+        v = version_for_batch(df.sparkSession, path, checkpoint, batch_id)
+        process(lookup(df, path, on, v), batch_id)
+
+    return events.writeStream.option("checkpointLocation", checkpoint).foreachBatch(batch)
+
+
+def read(spark: Any, path: str, version: int | None = None) -> Any:
+    """The table's live rows (key and value columns) at ``version`` (default: the latest)."""
+    from pyspark.sql import DataFrame
+
+    jdf = _jvm_call(
+        lambda: _obj(spark, "AdjunctLookup").read(
+            spark._jsparkSession, path, -1 if version is None else version
+        )
+    )
+    return DataFrame(jdf, spark)
+
+
+def versions(spark: Any, path: str) -> list[dict]:
+    """The table's committed versions still kept, oldest first: version, uniqueId, sourceBatchId."""
+    rows = _jvm_call(lambda: _obj(spark, "AdjunctLookup").versions(spark._jsparkSession, path))
+    out = []
+    for line in rows:
+        v, uid, b = str(line).split("\t")
+        out.append({"version": int(v), "uniqueId": uid, "sourceBatchId": int(b)})
+    return out
+
+
+def local_replica_stats(spark: Any, path: str) -> dict[str, int]:
+    """What this JVM's replica of the table holds and downloaded (the driver's in ``local[N]``: tests)."""
+    m = _obj(spark, "AdjunctLookup").localReplicaStats(spark._jsparkSession, path)
+    return {str(k): int(m.get(k)) for k in m.keySet()}
