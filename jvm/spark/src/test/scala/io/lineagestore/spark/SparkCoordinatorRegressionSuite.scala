@@ -51,19 +51,10 @@ class SparkCoordinatorRegressionSuite extends AnyFunSuite with BeforeAndAfterAll
     }
   }
 
-  // Cause: nothing in lineagestore calls StateStoreCoordinatorRef.snapshotUploaded after a snapshot upload
-  // (LineageStore.uploadSnapshots / LineageStateStoreProvider.doSnapshotMaintenance). Spark's built-in
-  // providers report every upload (HDFSBackedStateStoreProvider, RocksDB through RocksDBEventForwarder), and
-  // Spark 4.3's coordinator uses the reports to find stores whose snapshots lag: with lineagestore it logs
-  // "StateStoreCoordinator Snapshot Lag Detected ... latest snapshot: no upload for query run" for every store
-  // once a run passes minDeltasForSnapshot * 5 batches, although snapshots are uploaded. Fix: after each
-  // uploaded snapshot, StateStoreProvider.coordinatorRef.foreach(_.snapshotUploaded(
-  // StateStoreProviderId(stateStoreId, runId from hadoopConf), version, System.currentTimeMillis())) when
-  // StateStoreConf.reportSnapshotUploadLag is set (a shim in the state package can make that call).
-  test("snapshot uploads are reported to Spark's state store coordinator") {
+  /** A flatMapGroupsWithState query on 2 partitions at `cp`, after three batches of new keys. */
+  private def runThreeBatches(cp: String) = {
     val session = spark
     import session.implicits._
-    val cp = new File(tmp, "cp").getAbsolutePath
     val input = MemoryStream[(String, Int)](session)
     val write: (Dataset[(String, Long, Long, Boolean)], Long) => Unit = (ds, _) => ds.collect()
     val q = input
@@ -77,11 +68,28 @@ class SparkCoordinatorRegressionSuite extends AnyFunSuite with BeforeAndAfterAll
       .outputMode(OutputMode.Update())
       .foreachBatch(write)
       .start()
-    try {
+    try
       (1 to 3).foreach { i =>
         input.addData((s"a$i", 1), (s"b$i", 2), (s"c$i", 3))
         q.processAllAvailable()
       }
+    catch { case e: Throwable => q.stop(); throw e }
+    q
+  }
+
+  // Cause: nothing in lineagestore calls StateStoreCoordinatorRef.snapshotUploaded after a snapshot upload
+  // (LineageStore.uploadSnapshots / LineageStateStoreProvider.doSnapshotMaintenance). Spark's built-in
+  // providers report every upload (HDFSBackedStateStoreProvider, RocksDB through RocksDBEventForwarder), and
+  // Spark 4.3's coordinator uses the reports to find stores whose snapshots lag: with lineagestore it logs
+  // "StateStoreCoordinator Snapshot Lag Detected ... latest snapshot: no upload for query run" for every store
+  // once a run passes minDeltasForSnapshot * 5 batches, although snapshots are uploaded. Fix: after each
+  // uploaded snapshot, StateStoreProvider.coordinatorRef.foreach(_.snapshotUploaded(
+  // StateStoreProviderId(stateStoreId, runId from hadoopConf), version, System.currentTimeMillis())) when
+  // StateStoreConf.reportSnapshotUploadLag is set (a shim in the state package can make that call).
+  test("snapshot uploads are reported to Spark's state store coordinator") {
+    val cp = new File(tmp, "cp").getAbsolutePath
+    val q = runThreeBatches(cp)
+    try {
       // the snapshots are there ...
       eventually(timeout(30.seconds), interval(200.millis)) {
         Seq(0, 1).foreach { part =>
@@ -100,26 +108,8 @@ class SparkCoordinatorRegressionSuite extends AnyFunSuite with BeforeAndAfterAll
   }
 
   test("each store's snapshot lag is in the progress by name, and the lag listener names the worst stores") {
-    val session = spark
-    import session.implicits._
-    val input = MemoryStream[(String, Int)](session)
-    val write: (Dataset[(String, Long, Long, Boolean)], Long) => Unit = (ds, _) => ds.collect()
-    val q = input
-      .toDS()
-      .groupByKey(_._1)
-      .flatMapGroupsWithState(OutputMode.Update(), GroupStateTimeout.NoTimeout())(
-        GroupStateFunctions.countAndSum
-      )
-      .writeStream
-      .option("checkpointLocation", new File(tmp, "cp-lag").getAbsolutePath)
-      .outputMode(OutputMode.Update())
-      .foreachBatch(write)
-      .start()
+    val q = runThreeBatches(new File(tmp, "cp-lag").getAbsolutePath)
     try {
-      (1 to 3).foreach { i =>
-        input.addData((s"a$i", 1), (s"b$i", 2), (s"c$i", 3))
-        q.processAllAvailable()
-      }
       val progress = q.lastProgress
       val lags = SnapshotLagListener.lags(progress)
       // the metrics are taken right after a commit, whose own delta is past any uploaded snapshot: both
