@@ -41,10 +41,12 @@ from measure import (  # noqa: E402
     diff,
     footprint,
     parse_log,
+    proc_cpu_seconds,
     proc_status,
     progress_record,
     raw_get_throughput,
     summarize_ops,
+    thread_cpu,
 )
 
 RDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -77,6 +79,7 @@ class Runner:
         self.query = None
         self.next_batch_id = 0
         self.batch_no = 0
+        self.cpu_mark = 0.0  # the JVM's CPU seconds at the end of the previous batch
         self.result: dict[str, Any] = {
             "provider": self.provider,
             "workload": self.workload,
@@ -192,6 +195,10 @@ class Runner:
         rec = progress_record(p)
         rec.update(kind=kind, input_rows=rows, wall_ms=round(wall, 1), io=self._io(d))
         rec["rss"] = proc_status(self.jvm_pid).get("VmRSS", 0)
+        # from the end of the previous batch: what maintenance did between batches is charged to this one
+        cpu = proc_cpu_seconds(self.jvm_pid)
+        rec["cpu_s"] = round(cpu - self.cpu_mark, 3)
+        self.cpu_mark = cpu
         self.next_batch_id = p["batchId"] + 1
         self.batch_no += 1
         return rec, d
@@ -214,15 +221,22 @@ class Runner:
         prefix = self.checkpoint.split(f"s3a://{s['bucket']}/", 1)[1].rstrip("/") + "/state/"
         return raw_get_throughput(client, s["bucket"], prefix, restored_bytes, threads=s["raw_get_threads"])
 
-    def start_profile(self):
+    def start_profile(self, path: str):
         """A JFR recording (settings "profile": 20 ms CPU samples) of the driver JVM, which runs the tasks in
-        local mode, for the cold restore's restart and first batch only; None without --profile-restore."""
-        if not self.spec.get("jfr_path"):
+        local mode, to be written to ``path`` by ``stop_profile``; None when ``path`` is empty (no
+        --profile-restore / --profile-commits)."""
+        if not path:
             return None
         jfr = self.spark._jvm.jdk.jfr
         recording = jfr.Recording(jfr.Configuration.getConfiguration("profile"))
         recording.start()
         return recording
+
+    def stop_profile(self, recording, path: str) -> None:
+        if recording is not None:
+            recording.stop()
+            recording.dump(self.spark._jvm.java.io.File(path).toPath())
+            recording.close()
 
     def _count_vectored_reads(self, rec: dict[str, Any]) -> None:
         """s3a's default (analytics) input stream does not count the bytes of vectored reads, by which
@@ -248,14 +262,19 @@ class Runner:
             "java": self.spark._jvm.java.lang.System.getProperty("java.version"),
         }
         self.query = self.start_query()
+        self.cpu_mark = proc_cpu_seconds(self.jvm_pid)
         t_start = time.time() * 1000
         steady_raw_before = None
+        threads_before: dict[str, float] = {}
+        steady_recording = None
         for i in range(1 + s["batches"]):
             kind = "load" if i == 0 else "steady"
             rec, _ = self.run_batch(kind)
             r["batches"].append(rec)
             if i == s["warmup"]:  # the steady window starts after the load batch and the warm-up batches
                 steady_raw_before = self.counters.raw()
+                threads_before = thread_cpu(self.jvm_pid)
+                steady_recording = self.start_profile(s.get("jfr_steady_path", ""))
                 t_steady = time.time() * 1000
             if s.get("verbose"):
                 print(
@@ -267,6 +286,9 @@ class Runner:
             t_steady = time.time() * 1000
         steady_end = self.counters.raw()
         steady = diff(steady_end, steady_raw_before)
+        threads = thread_cpu(self.jvm_pid)
+        self.stop_profile(steady_recording, s.get("jfr_steady_path", ""))
+        cpu_by_thread = {g: round(v - threads_before.get(g, 0.0), 3) for g, v in threads.items()}
         # idle window: the query keeps running without input; only maintenance does anything
         time.sleep(s["idle_s"])
         idle = diff(self.counters.raw(), steady_end)
@@ -280,6 +302,7 @@ class Runner:
             "list_by_kind": {a: by_kind(steady, "count", "LIST", a) for a in areas},
             "delete_by_kind": {a: by_kind(steady, "count", "DELETE", a) for a in areas},
             "raw": steady if self.store == "s3" else {},
+            "cpu_by_thread": {g: v for g, v in cpu_by_thread.items() if v >= 0.01},
         }
         r["idle"] = {"seconds": s["idle_s"], "io": self._io(idle), "raw": idle if self.store == "s3" else {}}
         r["footprint"] = footprint(self.spark, self.checkpoint.rstrip("/") + "/state")
@@ -289,19 +312,16 @@ class Runner:
         self.query = None
         self.unload_all()
         r["restore"] = {}
-        for phase in ("warm", "cold"):
+        for phase in ("warm", "cold") if s.get("restores", 1) else ():
             if phase == "cold":
                 self.spark.conf.set(LOCAL_DIR_KEY, str(self.work / "local-cold"))
-            recording = self.start_profile() if phase == "cold" else None
+            recording = self.start_profile(s.get("jfr_path", "")) if phase == "cold" else None
             before = self.counters.raw()
             t0 = time.monotonic()
             self.query = self.start_query()
             rec, _ = self.run_batch("restore")
             restart_ms = (time.monotonic() - t0) * 1000
-            if recording is not None:
-                recording.stop()
-                recording.dump(self.spark._jvm.java.io.File(self.spec["jfr_path"]).toPath())
-                recording.close()
+            self.stop_profile(recording, s.get("jfr_path", ""))
             d = diff(self.counters.raw(), before)
             rec.update(restart_ms=round(restart_ms, 1), io=self._io(d))
             self._count_vectored_reads(rec)

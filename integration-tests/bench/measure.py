@@ -6,6 +6,7 @@ throughput of the S3 server (the physical limit a restore is compared with).
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -166,6 +167,50 @@ def proc_status(pid: int) -> dict[str, int]:
                 out[key] = int(value.split()[0]) * 1024
     except OSError:
         pass
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ CPU
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _stat_times(stat: str) -> tuple[str, float]:
+    """(thread name, user + system CPU seconds) from a /proc stat line; the name may hold spaces."""
+    name = stat[stat.index("(") + 1 : stat.rindex(")")]
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return name, (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime: fields 14 and 15 of stat
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    """CPU seconds of the whole process so far: every thread, RocksDB's native background threads, the
+    JIT and the garbage collector included (in local mode the driver JVM is the executor)."""
+    try:
+        return _stat_times(Path(f"/proc/{pid}/stat").read_text())[1]
+    except OSError:
+        return 0.0
+
+
+def thread_group(name: str) -> str:
+    """A thread's group: its name without a trailing number ("rocksdb:low3", "GC Thread#1" -> "rocksdb:low",
+    "GC Thread"); Linux keeps the first 15 characters of a Java thread's name."""
+    return re.sub(r"[-#\s]*\d+$", "", name) or name
+
+
+def thread_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds so far of each live thread group of a process (threads that ended are not counted: use
+    the difference of two calls over a window where the pools live throughout)."""
+    out: dict[str, float] = {}
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return out
+    for task in tasks:
+        try:
+            name, seconds = _stat_times((task / "stat").read_text())
+        except (OSError, ValueError):
+            continue
+        group = thread_group(name)
+        out[group] = out.get(group, 0.0) + seconds
     return out
 
 

@@ -25,6 +25,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "driver_memory": "1g",
         "value_bytes": 0,
         "raw_get_threads": 4,
+        "restores": 1,
     },
     "default": {
         "keys": 100_000,
@@ -44,6 +45,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "driver_memory": "2g",
         "value_bytes": 0,
         "raw_get_threads": 8,
+        "restores": 1,
     },
     # The sizes the issue asks for (1M keys, 200 batches with a retention of 100, three rounds). Hours on a
     # 2-core machine; meant for a dedicated machine.
@@ -65,6 +67,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "driver_memory": "6g",
         "value_bytes": 0,
         "raw_get_threads": 8,
+        "restores": 1,
     },
     # Restore of a large state (the issue's >= 1 GB cold restore from S3): `agg` with 1M keys carrying 1 KiB
     # of incompressible payload each, a few steady batches (2% of the keys each), then the restores; with
@@ -88,7 +91,46 @@ PRESETS: dict[str, dict[str, Any]] = {
         "driver_memory": "6g",
         "value_bytes": 1024,
         "raw_get_threads": 8,
+        "restores": 1,
+    },
+    # Commit and batch latency at production scale (issue 21): the base of scale.py's sizes (SCALE_SIZES),
+    # each size overriding keys / update_fraction / value_bytes. 30 steady batches after 3 warm-up ones, a
+    # snapshot every 10 deltas: snapshots, uploads and RocksDB compactions fall inside the window. No restore
+    # phases (the restore preset measures those).
+    "scale": {
+        "keys": 1_000_000,
+        "update_fraction": 0.1,
+        "tws_keys": 1000,
+        "join_rows": 1500,
+        "join_window": 3,
+        "restore_rows": 100,
+        "batches": 33,
+        "warmup": 3,
+        "rounds": 1,
+        "partitions": 4,
+        "maintenance_interval": "10s",
+        "min_deltas_for_snapshot": 10,
+        "min_batches_to_retain": 20,
+        "idle_s": 5.0,
+        "driver_memory": "8g",
+        "value_bytes": 100,
+        "raw_get_threads": 0,
+        "restores": 0,
     },
 }
 # Workloads a preset runs when --workloads is not given (default: all).
-PRESET_WORKLOADS = {"restore": ("agg",)}
+PRESET_WORKLOADS = {"restore": ("agg",), "scale": ("agg",)}
+
+# The sizes of scale.py: name -> overrides of the scale preset (keys, updated rows per batch as a fraction of
+# the keys, payload bytes per key). The issue's grid: 1M and 10M keys, 100k and 1M updated rows per batch,
+# 100 B and 1 KiB values.
+SCALE_SIZES: dict[str, dict[str, Any]] = {
+    "1m-100k-100b": {"keys": 1_000_000, "update_fraction": 0.1, "value_bytes": 100},
+    "1m-100k-1k": {"keys": 1_000_000, "update_fraction": 0.1, "value_bytes": 1024},
+    "1m-1m-100b": {"keys": 1_000_000, "update_fraction": 1.0, "value_bytes": 100},
+    "1m-1m-1k": {"keys": 1_000_000, "update_fraction": 1.0, "value_bytes": 1024},
+    "10m-100k-100b": {"keys": 10_000_000, "update_fraction": 0.01, "value_bytes": 100},
+    "10m-100k-1k": {"keys": 10_000_000, "update_fraction": 0.01, "value_bytes": 1024},
+    "10m-1m-100b": {"keys": 10_000_000, "update_fraction": 0.1, "value_bytes": 100},
+    "10m-1m-1k": {"keys": 10_000_000, "update_fraction": 0.1, "value_bytes": 1024},
+}

@@ -24,6 +24,9 @@ FIGURES: dict[str, tuple[str, str]] = {
     "batch_p95_ms": ("batch duration p95", "ms"),
     "commit_p50_ms": ("state commit p50", "ms"),
     "commit_p95_ms": ("state commit p95", "ms"),
+    "commit_p99_ms": ("state commit p99", "ms"),
+    "cpu_s_per_batch": ("JVM CPU per batch (all threads)", "s"),
+    "cpu_us_per_row": ("JVM CPU per committed row", "us"),
     "snapshot_upload_ms": ("snapshot upload (median per store)", "ms"),
     "put_bytes_per_batch": ("bytes written to the store / batch", "B"),
     "requests_per_batch": ("requests to the store / batch", ""),
@@ -55,6 +58,15 @@ TARGETS = [
     ("cold_restore_fraction_of_raw", "abs>=", 0.7, "cold restore >= 70% of raw parallel-GET throughput"),
     ("footprint_bytes", "ratio<=", 1.0, "storage footprint after the run <= 1.0x"),
 ]
+# Presets with targets of their own (issue 21: production scale, idle and busy)
+PRESET_TARGETS = {
+    "scale": [
+        ("commit_p95_ms", "ratio<=", 0.5, "commit p95 <= 0.5x"),
+        ("batch_p50_ms", "ratio<=", 0.8, "batch duration p50 <= 0.8x"),
+        ("cpu_us_per_row", "ratio<=", 1.0, "CPU per committed row <= 1.0x"),
+        ("put_bytes_per_batch", "ratio<=", 1.0, "bytes written per batch <= 1.0x"),
+    ]
+}
 
 
 def _pct(values: list[float], q: float) -> float | None:
@@ -85,11 +97,17 @@ def cell_figures(cell: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
     io = cell["steady"]["io"][area]
     trig = [b["durationMs"].get("triggerExecution", 0) for b in steady]
     commit = [b["state"]["commitTimeMs"] for b in steady]
+    cpu = [b["cpu_s"] for b in steady if "cpu_s" in b]
+    rows = sum(b["state"]["numRowsUpdated"] + b["state"]["numRowsRemoved"] for b in steady)
     f: dict[str, Any] = {
         "batch_p50_ms": _pct(trig, 0.5),
         "batch_p95_ms": _pct(trig, 0.95),
         "commit_p50_ms": _pct(commit, 0.5),
         "commit_p95_ms": _pct(commit, 0.95),
+        "commit_p99_ms": _pct(commit, 0.99),
+        "cpu_s_per_batch": _median(cpu),
+        "cpu_us_per_row": sum(cpu) / rows * 1e6 if cpu and rows else None,
+        "cpu_by_thread": dict(cell["steady"].get("cpu_by_thread", {})),
         "put_bytes_per_batch": io["put_bytes"] / n,
         "get_bytes_per_batch": io["get_bytes"] / n,
         "requests_per_batch": sum(io[op] for op in OPS) / n,
@@ -183,7 +201,7 @@ def summarize(data: dict[str, Any]) -> dict[str, Any]:
                         entry["ratios"][key] = 1.0
         targets = []
         ls = provs.get("lineagestore")
-        for key, cmp, threshold, label in TARGETS:
+        for key, cmp, threshold, label in PRESET_TARGETS.get(meta["preset"], TARGETS):
             row: dict[str, Any] = {"target": label, "figure": key}
             if ls is None:
                 row.update(met=None, note="lineagestore did not run")
@@ -254,6 +272,11 @@ def markdown(summary: dict[str, Any]) -> str:
         "RocksDB providers with changelog checkpointing; idle window "
         f"{s['idle_s']} s",
     ]
+    if meta.get("busy"):
+        lines.append(
+            f"- **busy**: every cell ran beside {meta['busy']} CPU-bound processes of the benchmark's own "
+            "(`--busy`, busy.py), the same load for every provider"
+        )
     limit = (meta.get("s3") or {}).get("stream_limit_bytes_per_s")
     if limit:
         lines.append(
@@ -305,7 +328,32 @@ def markdown(summary: dict[str, Any]) -> str:
                 f"| {p} | " + " | ".join(fmt(f["requests_by_type"][op]) for op in OPS) + f" | {kinds} |"
             )
         lines.append("")
+        lines += thread_cpu_table(names, provs, steady_batches=s["batches"] - s["warmup"])
     return "\n".join(lines)
+
+
+def thread_cpu_table(names: list[str], provs: dict[str, Any], steady_batches: int, top: int = 8) -> list[str]:
+    """Where each provider's JVM spent its CPU in the steady window: seconds per batch of the thread groups
+    that used the most (measure.thread_cpu; Linux keeps 15 characters of a thread's name)."""
+    per = {p: provs[p]["figures"].get("cpu_by_thread") or {} for p in names}
+    if not any(per.values()):
+        return []
+    totals: dict[str, float] = {}
+    for groups in per.values():
+        for g, v in groups.items():
+            totals[g] = max(totals.get(g, 0.0), v)
+    rows = sorted(totals, key=totals.get, reverse=True)[:top]
+    n = max(1, steady_batches)
+    lines = [
+        "JVM CPU seconds per steady batch by thread group (the busiest; every thread of the process):",
+        "",
+        "| thread group | " + " | ".join(names) + " |",
+        "|---|" + "---|" * len(names),
+    ]
+    for g in rows:
+        lines.append(f"| `{g}` | " + " | ".join(f"{per[p].get(g, 0.0) / n:.3f}" for p in names) + " |")
+    lines.append("| all threads | " + " | ".join(f"{sum(per[p].values()) / n:.3f}" for p in names) + " |")
+    return [*lines, ""]
 
 
 # ---------------------------------------------------------------------------------------------- plots

@@ -39,6 +39,7 @@ REPO = HERE.parent.parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
+from busy import CpuLoad  # noqa: E402
 from cell import PROVIDERS  # noqa: E402
 from presets import PRESET_WORKLOADS, PRESETS  # noqa: E402
 from workloads import WORKLOADS  # noqa: E402
@@ -211,6 +212,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "limits one GET stream (stream_limit.py); 0: no limit",
     )
     ap.add_argument(
+        "--busy",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run every cell beside N CPU-bound processes of the benchmark's own (busy.py), the same load for "
+        "every provider, as on an executor whose cores other work shares; 0: an otherwise idle machine",
+    )
+    ap.add_argument(
+        "--profile-commits",
+        action="store_true",
+        help="record a JFR profile of each cell's steady batches into the output directory",
+    )
+    ap.add_argument(
         "--profile-restore",
         action="store_true",
         help="record a JFR profile of each cell's cold restore into the output directory (cell.py says how)",
@@ -295,6 +309,7 @@ def main(argv: list[str] | None = None) -> int:
         "workloads": args.workload_list,
         "baseline": BASELINE,
         "cores": args.cores,
+        "busy": args.busy,
         "jvm": args.jvm,
         "machine": machine(),
         "versions": versions(jar),
@@ -357,6 +372,10 @@ def main(argv: list[str] | None = None) -> int:
             "jfr_path": str(out / f"r{rnd}-{workload}-{provider}.cold-restore.jfr")
             if args.profile_restore
             else "",
+            "jfr_steady_path": str(out / f"r{rnd}-{workload}-{provider}.steady.jfr")
+            if args.profile_commits
+            else "",
+            "restores": settings["restores"],
             "sizes": {
                 k: settings[k]
                 for k in (
@@ -398,17 +417,18 @@ def main(argv: list[str] | None = None) -> int:
                 f"[{done + 1}-{done + len(group)}/{len(specs)}] round {group[0]['round']} {names} ...",
                 flush=True,
             )
-            proc = subprocess.run(
-                [
-                    sys.executable,
-                    str(HERE / "cell.py"),
-                    *(str(Path(sp["work_dir"]) / "spec.json") for sp in group),
-                ],
-                env=env,
-                stdout=None if args.verbose else subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
+            with CpuLoad(args.busy):
+                proc = subprocess.run(
+                    [
+                        sys.executable,
+                        str(HERE / "cell.py"),
+                        *(str(Path(sp["work_dir"]) / "spec.json") for sp in group),
+                    ],
+                    env=env,
+                    stdout=None if args.verbose else subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
             elapsed = time.monotonic() - t0
             for sp in group:
                 result_path = Path(sp["result_path"])
