@@ -71,6 +71,15 @@ final class LocalRocksDb(
 
   val pending = new PendingWrites(pendingLimitBytes, pendingLimitKey)
 
+  // The key last read or written, and whether it has a value now: Spark's operators read a key just before
+  // writing it, so the write's existence check (for key counts) needs no second lookup. Used and changed by
+  // the task thread only, like every write; forgotten whenever the content changes by any other way.
+  private var lastKey: Array[Byte] = null
+  private var lastKeyExists = false
+
+  private def remember(key: Array[Byte], exists: Boolean): Unit = { lastKey = key; lastKeyExists = exists }
+  private def forgetLastKey(): Unit = lastKey = null
+
   open()
 
   private def open(): Unit = {
@@ -81,28 +90,48 @@ final class LocalRocksDb(
   /** Closes RocksDB so the caller may replace the directory's files, then [[reopen]]. */
   def closeForReplace(): Unit = {
     pending.clear()
+    forgetLastKey()
     closeIterators()
     if (db != null) { db.close(); db = null }
   }
 
   def reopen(): Unit = { require(db == null, "reopen without closeForReplace"); open() }
 
-  def get(key: Array[Byte]): Array[Byte] = pending.lookup(key) match {
-    case null  => db.get(readOptions, key)
-    case entry => PendingWrites.resolve(entry, db.get(readOptions, key))
+  /** The key's value, the batch in progress included. The caller must not modify `key` afterwards. */
+  def get(key: Array[Byte]): Array[Byte] = {
+    val value = pending.lookup(key) match {
+      case null  => db.get(readOptions, key)
+      case entry => PendingWrites.resolve(entry, db.get(readOptions, key))
+    }
+    remember(key, value != null)
+    value
   }
+
+  /** Whether the key has a value, the batch in progress included; answered without a lookup when it is the
+    * key last read or written.
+    */
+  def exists(key: Array[Byte]): Boolean =
+    if (lastKey != null && java.util.Arrays.equals(lastKey, key)) lastKeyExists else get(key) != null
 
   /** The committed value only, ignoring the batch in progress. */
   def getCommitted(key: Array[Byte]): Array[Byte] = db.get(readOptions, key)
 
   /** `everyChange`: keep this change beside the key's earlier ones in this batch (see [[PendingWrites]]). */
-  def put(key: Array[Byte], value: Array[Byte], everyChange: Boolean = false): Unit =
+  def put(key: Array[Byte], value: Array[Byte], everyChange: Boolean = false): Unit = {
     pending.put(key, value, everyChange)
+    remember(key, exists = true)
+  }
 
-  def delete(key: Array[Byte], everyChange: Boolean = false): Unit = pending.delete(key, everyChange)
+  def delete(key: Array[Byte], everyChange: Boolean = false): Unit = {
+    pending.delete(key, everyChange)
+    remember(key, exists = false)
+  }
 
   /** Appends `elements` to the key's value ([[ListMerge]]). */
-  def merge(key: Array[Byte], elements: Array[Byte]): Unit = pending.merge(key, elements)
+  def merge(key: Array[Byte], elements: Array[Byte]): Unit = {
+    pending.merge(key, elements)
+    remember(key, exists = true)
+  }
 
   /** Keys in [from, until) in bytewise order, committed state overlaid with the batch in progress. The caller
     * may write to this store while iterating; writes behind the cursor are not seen.
@@ -123,21 +152,29 @@ final class LocalRocksDb(
 
   /** Applies the batch in progress to RocksDB atomically and clears it. */
   def commit(): Unit = {
-    val batch = new WriteBatch()
-    try {
-      pending.range(Array.emptyByteArray, null).foreach { case (k, entry) =>
-        val v = PendingWrites.resolve(entry, db.get(readOptions, k))
-        if (v == null) batch.delete(k) else batch.put(k, v)
-      }
-      db.write(writeOptions, batch)
-    } finally batch.close()
+    val records = new SerializedWriteBatch()
+    pending.foreachEntry { (k, entry) =>
+      val v = PendingWrites.resolve(entry, db.get(readOptions, k))
+      if (v == null) records.delete(k) else records.put(k, v)
+    }
+    write(records)
     pending.clear()
+    forgetLastKey()
   }
 
   /** Applies records straight to RocksDB atomically (replaying a verified delta file). */
-  def applyCommitted(records: WriteBatch): Unit = db.write(writeOptions, records)
+  def applyCommitted(records: SerializedWriteBatch): Unit = {
+    forgetLastKey()
+    write(records)
+  }
 
-  def abort(): Unit = pending.clear()
+  private def write(records: SerializedWriteBatch): Unit = if (!records.isEmpty) {
+    val batch = records.toWriteBatch
+    try db.write(writeOptions, batch)
+    finally batch.close()
+  }
+
+  def abort(): Unit = { pending.clear(); forgetLastKey() }
 
   /** Freezes the current committed state into `target` as a RocksDB checkpoint (hard links to the immutable
     * SST files plus copies of the small files): the only synchronous part of taking a snapshot.
@@ -156,9 +193,12 @@ final class LocalRocksDb(
     finally flush.close()
   }
 
-  /** Starts writing the memtables to SST files on RocksDB's background threads and returns at once. */
+  /** Starts writing the memtables to SST files on RocksDB's background threads and returns at once: without
+    * `allowWriteStall` RocksDB would first wait, on the committing task's thread, until an earlier flush or
+    * compaction no longer makes this one stall writes (the scale profile caught commits waiting there).
+    */
   def flushInBackground(): Unit = {
-    val flush = new FlushOptions().setWaitForFlush(false)
+    val flush = new FlushOptions().setWaitForFlush(false).setAllowWriteStall(true)
     try db.flush(flush)
     finally flush.close()
   }

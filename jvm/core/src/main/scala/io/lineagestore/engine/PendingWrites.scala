@@ -51,9 +51,17 @@ object ListMerge {
   * multi-valued key (list state). Only changes the feed cannot tell apart are folded: a merge following a put
   * or a merge joins it (a put's and a merge's values are reported element by element anyway).
   *
-  * Ordered like RocksDB's bytewise comparator so it can be merged with a RocksDB iterator. A concurrent skip
-  * list because Spark's operators remove keys while iterating (watermark eviction): its iterators are weakly
-  * consistent and never throw on modification.
+  * Two views of the same entries. Point reads and writes use a hash map: Spark's operators read every key
+  * they write (and the store checks existence on write), so a batch does several lookups per key, and a skip
+  * list's pointer chase per lookup was the largest cost of a batch at a million keys (docs/benchmarks.md, the
+  * scale profile). Key order, needed to merge with a RocksDB iterator (ordered like RocksDB's bytewise
+  * comparator) and to write a delta, is built only when asked for: the first [[range]] of a batch creates a
+  * concurrent skip list of the entries, kept in step with every later write of the batch (concurrent because
+  * Spark's operators remove keys while iterating, as in watermark eviction: its iterators are weakly
+  * consistent and never throw on modification); a batch that never scans sorts its keys once, at commit.
+  *
+  * Confined to the thread of the task using the store (Spark's contract: one task per store at a time);
+  * [[sizeBytes]] alone may be read from another thread (metrics), and may then be a batch behind.
   *
   * Memory is bounded: past `limitBytes` of keys and values a write fails with an error naming `limitKey`.
   */
@@ -61,7 +69,8 @@ final class PendingWrites(limitBytes: Long, limitKey: String) {
   import PendingWrites._
 
   // values: Array[Byte] (the key's new value), Tombstone (deleted) or a Changes (every change, in order)
-  private val map = new ConcurrentSkipListMap[Array[Byte], AnyRef](Order)
+  private val byKey = new java.util.HashMap[PendingKey, AnyRef]
+  private var ordered: ConcurrentSkipListMap[Array[Byte], AnyRef] = null // null until a range() of this batch
   private var bytes = 0L
   private var merged = false
 
@@ -78,25 +87,37 @@ final class PendingWrites(limitBytes: Long, limitKey: String) {
   }
 
   /** The pending entry of `key` (null: not touched by this batch); read it with [[PendingWrites.resolve]]. */
-  def lookup(key: Array[Byte]): Entry = map.get(key)
+  def lookup(key: Array[Byte]): Entry = byKey.get(new PendingKey(key))
 
   /** Whether this batch merged into any key (its delta then holds merge records). */
   def hasMerges: Boolean = merged
 
-  def isEmpty: Boolean = map.isEmpty
-  def size: Int = map.size
+  def isEmpty: Boolean = byKey.isEmpty
+  def size: Int = byKey.size
   def sizeBytes: Long = bytes
 
-  /** Entries with keys in [from, until) (until null = unbounded), in key order. */
+  /** Entries with keys in [from, until) (until null = unbounded), in key order; writes made while iterating
+    * may or may not be seen (never an error).
+    */
   def range(from: Array[Byte], until: Array[Byte]): Iterator[(Array[Byte], Entry)] = {
     import scala.jdk.CollectionConverters._
-    val sub = if (until == null) map.tailMap(from, true) else map.subMap(from, true, until, false)
+    // nothing pending: no order to build (a load's registry scan would otherwise build an empty skip list
+    // that every write of the batch then keeps up to date for nothing)
+    if (ordered == null && byKey.isEmpty) return Iterator.empty
+    if (ordered == null) {
+      ordered = new ConcurrentSkipListMap[Array[Byte], AnyRef](Order)
+      byKey.forEach((k, v) => ordered.put(k.bytes, v))
+    }
+    val sub = if (until == null) ordered.tailMap(from, true) else ordered.subMap(from, true, until, false)
     sub.entrySet().iterator().asScala.map(e => (e.getKey, e.getValue))
   }
 
+  /** Every entry once, in no particular order (applying the batch needs no order). */
+  def foreachEntry(f: (Array[Byte], Entry) => Unit): Unit = byKey.forEach((k, v) => f(k.bytes, v))
+
   /** Every change of the batch in key order, and in order of happening within a key. */
   def foreachChange(f: (Array[Byte], Change) => Unit): Unit =
-    range(Array.emptyByteArray, null).foreach { case (k, e) =>
+    inKeyOrder.foreach { case (k, e) =>
       e match {
         case c: Changes          => c.list.foreach(f(k, _))
         case t if t eq Tombstone => f(k, Change.Delete)
@@ -105,15 +126,30 @@ final class PendingWrites(limitBytes: Long, limitKey: String) {
       }
     }
 
-  def clear(): Unit = { map.clear(); bytes = 0L; merged = false }
+  /** The entries in key order: the skip list when a scan built one, else the keys sorted once. */
+  private def inKeyOrder: Iterator[(Array[Byte], Entry)] =
+    if (ordered != null) range(Array.emptyByteArray, null)
+    else {
+      val entries = byKey.entrySet().toArray(new Array[java.util.Map.Entry[PendingKey, AnyRef]](0))
+      Arrays.sort(entries, EntryOrder)
+      entries.iterator.map(e => (e.getKey.bytes, e.getValue))
+    }
+
+  def clear(): Unit = { byKey.clear(); ordered = null; bytes = 0L; merged = false }
+
+  private def store(key: Array[Byte], entry: AnyRef): AnyRef = {
+    val previous = byKey.put(new PendingKey(key), entry)
+    if (ordered != null) ordered.put(key, entry)
+    previous
+  }
 
   private def record(key: Array[Byte], value: Array[Byte]): Unit = {
-    val previous = map.put(key, value)
+    val previous = store(key, value)
     account(key, previous, value.length)
   }
 
   private def recordChange(key: Array[Byte], change: Change): Unit = {
-    val previous = map.get(key)
+    val previous = byKey.get(new PendingKey(key))
     val before: Vector[Change] = previous match {
       case null                => Vector.empty
       case c: Changes          => c.list
@@ -127,7 +163,7 @@ final class PendingWrites(limitBytes: Long, limitKey: String) {
       case _                                        => before :+ change
     }
     val entry = new Changes(after)
-    map.put(key, entry)
+    store(key, entry)
     account(key, previous, entry.valueBytes)
   }
 
@@ -150,6 +186,18 @@ object PendingWrites {
   type Entry = AnyRef
 
   private val Tombstone = new Array[Byte](0) // compared by reference: an empty value stays a value
+
+  private val EntryOrder: Comparator[java.util.Map.Entry[PendingKey, AnyRef]] =
+    (a, b) => Order.compare(a.getKey.bytes, b.getKey.bytes)
+
+  /** A key of the hash view: equal by content, its hash computed once. */
+  private final class PendingKey(val bytes: Array[Byte]) {
+    override val hashCode: Int = Arrays.hashCode(bytes)
+    override def equals(other: Any): Boolean = other match {
+      case k: PendingKey => k.hashCode == hashCode && Arrays.equals(k.bytes, bytes)
+      case _             => false
+    }
+  }
   private val EntryOverhead = 64 // skip-list node and array headers, roughly
 
   private final class Changes(val list: Vector[Change]) {

@@ -148,7 +148,8 @@ object DeltaFile {
   ) extends Closeable {
     private val crc = new CRC32C
     private val stored = new CheckedOutputStream(new BufferedOutputStream(out, 1 << 16), crc)
-    private val body: DataOutputStream = {
+    // the codec's stream: its close ends its frame but must leave `stored` open for the file checksum
+    private val compressed: OutputStream = {
       val head = new DataOutputStream(stored)
       val formatVersion = formatVersionFor(header, merges)
       head.write(magicOf(formatVersion))
@@ -156,32 +157,27 @@ object DeltaFile {
       if (formatVersion >= 3) head.writeByte(if (header.fromEmpty) BaseEmpty else BaseParent)
       head.writeByte(codec.id)
       head.writeInt(crc.getValue.toInt)
-      // the codec's close ends its frame but must leave `stored` open for the file checksum
-      new DataOutputStream(
-        new BufferedOutputStream(
-          codec.wrap(new FilterOutputStream(stored) {
-            override def write(b: Array[Byte], off: Int, len: Int): Unit = stored.write(b, off, len)
-            override def close(): Unit = flush()
-          }),
-          1 << 16
-        )
-      )
+      codec.wrap(new FilterOutputStream(stored) {
+        override def write(b: Array[Byte], off: Int, len: Int): Unit = stored.write(b, off, len)
+        override def close(): Unit = flush()
+      })
     }
+    private val body = new RecordEncoder(compressed)
     private var count = 0L
     private var closed = false
 
     def put(key: Array[Byte], value: Array[Byte]): Unit = {
-      body.writeByte(Put); writeBytes(key); writeBytes(value); count += 1
+      body.byte(Put); body.lengthAndBytes(key); body.lengthAndBytes(value); count += 1
     }
 
     def delete(key: Array[Byte]): Unit = {
-      body.writeByte(Delete); writeBytes(key); count += 1
+      body.byte(Delete); body.lengthAndBytes(key); count += 1
     }
 
     /** Appends `elements` to the key's value; only in a writer created with `merges`. */
     def merge(key: Array[Byte], elements: Array[Byte]): Unit = {
       if (!merges) throw new IllegalStateException("a merge record in a delta writer created without merges")
-      body.writeByte(Merge); writeBytes(key); writeBytes(elements); count += 1
+      body.byte(Merge); body.lengthAndBytes(key); body.lengthAndBytes(elements); count += 1
     }
 
     def recordCount: Long = count
@@ -189,9 +185,10 @@ object DeltaFile {
     /** Finishes the file. Not calling it leaves a file that every reader rejects as truncated. */
     override def close(): Unit = if (!closed) {
       closed = true
-      body.writeByte(End)
-      body.writeLong(count)
-      body.close()
+      body.byte(End)
+      body.long(count)
+      body.drain()
+      compressed.close()
       val trailer = new DataOutputStream(stored)
       trailer.writeInt(crc.getValue.toInt)
       trailer.close()
@@ -200,7 +197,6 @@ object DeltaFile {
     /** Closes the underlying stream without finishing the file (used on failure). */
     def abandon(): Unit = if (!closed) { closed = true; out.close() }
 
-    private def writeBytes(b: Array[Byte]): Unit = { body.writeInt(b.length); body.write(b) }
   }
 
   private def writeHeader(out: DataOutputStream, h: DeltaHeader): Unit = {

@@ -2,9 +2,7 @@ package io.lineagestore.store
 
 import java.util.Arrays
 
-import org.rocksdb.WriteBatch
-
-import io.lineagestore.engine.{Change, ListMerge, PendingWrites}
+import io.lineagestore.engine.{Change, ListMerge, PendingWrites, SerializedWriteBatch}
 import io.lineagestore.format.{DeltaFile, DeltaRecordKind, FamilyKeys}
 import io.lineagestore.lineage.CheckpointId
 
@@ -48,7 +46,7 @@ private[store] object DeltaRecords {
       files: CheckpointFiles,
       id: CheckpointId,
       committed: Array[Byte] => Array[Byte],
-      batch: WriteBatch
+      batch: SerializedWriteBatch
   ): Unit = {
     var lastKey: Array[Byte] = null
     var lastValue: Array[Byte] = null

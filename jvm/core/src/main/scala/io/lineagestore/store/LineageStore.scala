@@ -7,9 +7,7 @@ import java.util.concurrent.atomic.AtomicReference
 import scala.collection.mutable
 import scala.jdk.CollectionConverters._
 
-import org.rocksdb.WriteBatch
-
-import io.lineagestore.engine.{CloseableIterator, LocalRocksDb}
+import io.lineagestore.engine.{CloseableIterator, LocalRocksDb, SerializedWriteBatch}
 import io.lineagestore.format.{CorruptCheckpointFileException, DeltaRecordKind, FamilyKeys, SnapshotIndex}
 import io.lineagestore.storage.BlobNotFoundException
 import io.lineagestore.lineage._
@@ -224,11 +222,9 @@ final class LineageStore(
 
   /** Replays one verified delta into the local DB in a single atomic write. */
   private def replay(id: CheckpointId): Unit = {
-    val batch = new WriteBatch()
-    try {
-      DeltaRecords.replay(files, id, db.getCommitted, batch)
-      db.applyCommitted(batch)
-    } finally batch.close()
+    val records = new SerializedWriteBatch()
+    DeltaRecords.replay(files, id, db.getCommitted, records)
+    db.applyCommitted(records)
     counters.deltasReplayed.incrementAndGet()
   }
 
@@ -252,21 +248,21 @@ final class LineageStore(
     */
   def put(cf: Int, key: Array[Byte], value: Array[Byte], everyChange: Boolean = false): Unit = {
     val full = FamilyKeys.fullKey(cf, key)
-    if (db.get(full) == null) columnFamilies.adjustCount(cf, 1)
+    if (!db.exists(full)) columnFamilies.adjustCount(cf, 1)
     db.put(full, value, everyChange)
   }
 
   /** Appends `elements` (encoded values joined by `,`) to the key's value; the delta records only them. */
   def merge(cf: Int, key: Array[Byte], elements: Array[Byte]): Unit = {
     val full = FamilyKeys.fullKey(cf, key)
-    if (db.get(full) == null) columnFamilies.adjustCount(cf, 1)
+    if (!db.exists(full)) columnFamilies.adjustCount(cf, 1)
     db.merge(full, elements)
   }
 
   /** With `everyChange` the delete is recorded even for a key without a value (as Spark's changelog does). */
   def delete(cf: Int, key: Array[Byte], everyChange: Boolean = false): Unit = {
     val full = FamilyKeys.fullKey(cf, key)
-    val exists = db.get(full) != null
+    val exists = db.exists(full)
     if (exists) columnFamilies.adjustCount(cf, -1)
     if (exists || everyChange) db.delete(full, everyChange)
   }
