@@ -114,6 +114,48 @@ def test_small_preset_two_providers_two_workloads(tmp_path):
         assert "CPU samples of Java code" in text and "slow JIT compilations" in text
 
 
+@pytest.mark.skipif(shutil.which("javac") is None, reason="the counting filesystem is compiled with javac")
+def test_scale_runs_idle_and_busy_and_reports_the_targets(tmp_path):
+    """scale.py end to end at a tiny size: one run per mode (busy beside one CPU-bound process), each with its
+    CPU figures and CPU by thread group, then scale.md with the scale preset's four targets per mode."""
+    _jar_or_skip()
+    out = tmp_path / "scale"
+    cmd = [
+        sys.executable,
+        str(HERE / "scale.py"),
+        "--out",
+        str(out),
+        "--sizes",
+        "1m-100k-100b",
+        "--busy",
+        "1",
+        "--batches",
+        "3",
+        "--",
+        "--keys",
+        "2000",
+        "--warmup",
+        "1",
+        "--jvm",
+        "shared",
+        "--no-plots",
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, f"scale.py failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    rows = json.loads((out / "scale.json").read_text())
+    assert [(r["size"], r["mode"]) for r in rows] == [("1m-100k-100b", "idle"), ("1m-100k-100b", "busy")]
+    for r in rows:
+        assert [t["figure"] for t in r["targets"]] == [t[0] for t in report.PRESET_TARGETS["scale"]]
+        for provider in ("lineagestore", "rocksdb_v2"):
+            figures = r["figures"][provider]
+            assert figures["cpu_s_per_batch"] > 0 and figures["cpu_us_per_row"] > 0
+            assert figures["commit_p99_ms"] is not None
+            assert figures["cpu_by_thread"], provider
+    busy = json.loads((out / "1m-100k-100b-busy" / "results.json").read_text())
+    assert busy["meta"]["busy"] == 1 and busy["meta"]["settings"]["value_bytes"] == 100
+    assert "| 1m-100k-100b | busy |" in (out / "scale.md").read_text()
+
+
 def test_cell_order_interleaves_and_rotates():
     order = run.cell_order(2, ["agg"], ["a", "b", "c"])
     assert [p for _, _, p in order] == ["a", "b", "c", "b", "c", "a"]

@@ -69,7 +69,7 @@ final class PendingWrites(limitBytes: Long, limitKey: String) {
   import PendingWrites._
 
   // values: Array[Byte] (the key's new value), Tombstone (deleted) or a Changes (every change, in order)
-  private val byKey = new java.util.HashMap[PendingKey, AnyRef]
+  private var byKey = new java.util.HashMap[PendingKey, AnyRef]
   private var ordered: ConcurrentSkipListMap[Array[Byte], AnyRef] = null // null until a range() of this batch
   private var bytes = 0L
   private var merged = false
@@ -115,19 +115,22 @@ final class PendingWrites(limitBytes: Long, limitKey: String) {
   /** Every entry once, in no particular order (applying the batch needs no order). */
   def foreachEntry(f: (Array[Byte], Entry) => Unit): Unit = byKey.forEach((k, v) => f(k.bytes, v))
 
-  /** Every change of the batch in key order, and in order of happening within a key. */
-  def foreachChange(f: (Array[Byte], Change) => Unit): Unit =
-    inKeyOrder.foreach { case (k, e) =>
-      e match {
-        case c: Changes          => c.list.foreach(f(k, _))
-        case t if t eq Tombstone => f(k, Change.Delete)
-        case v: Array[Byte]      => f(k, Change.Put(v))
-        case other               => throw new IllegalStateException(s"pending entry $other")
-      }
+  /** Every change of the batch, a key's changes adjacent and in order of happening; keys in ascending order
+    * when `inKeyOrder` (a delta with merge records needs it), else in no particular order (sorting a hundred
+    * thousand keys scattered over the heap cost more than the rest of a commit).
+    */
+  def foreachChange(inKeyOrder: Boolean)(f: (Array[Byte], Change) => Unit): Unit = {
+    def changesOf(k: Array[Byte], e: AnyRef): Unit = e match {
+      case c: Changes          => c.list.foreach(f(k, _))
+      case t if t eq Tombstone => f(k, Change.Delete)
+      case v: Array[Byte]      => f(k, Change.Put(v))
+      case other               => throw new IllegalStateException(s"pending entry $other")
     }
+    if (inKeyOrder) sortedEntries.foreach { case (k, e) => changesOf(k, e) } else foreachEntry(changesOf)
+  }
 
   /** The entries in key order: the skip list when a scan built one, else the keys sorted once. */
-  private def inKeyOrder: Iterator[(Array[Byte], Entry)] =
+  private def sortedEntries: Iterator[(Array[Byte], Entry)] =
     if (ordered != null) range(Array.emptyByteArray, null)
     else {
       val entries = byKey.entrySet().toArray(new Array[java.util.Map.Entry[PendingKey, AnyRef]](0))
@@ -135,7 +138,16 @@ final class PendingWrites(limitBytes: Long, limitKey: String) {
       entries.iterator.map(e => (e.getKey.bytes, e.getValue))
     }
 
-  def clear(): Unit = { byKey.clear(); ordered = null; bytes = 0L; merged = false }
+  /** Forgets the batch. A new map rather than a cleared one: a cleared map keeps its largest table, and
+    * iterating it costs its capacity, so one big batch (the first, loading the state) would slow every later
+    * commit.
+    */
+  def clear(): Unit = {
+    byKey = new java.util.HashMap[PendingKey, AnyRef]
+    ordered = null
+    bytes = 0L
+    merged = false
+  }
 
   private def store(key: Array[Byte], entry: AnyRef): AnyRef = {
     val previous = byKey.put(new PendingKey(key), entry)

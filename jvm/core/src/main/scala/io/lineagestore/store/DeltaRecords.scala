@@ -14,10 +14,10 @@ import io.lineagestore.lineage.CheckpointId
 private[store] object DeltaRecords {
 
   /** Writes every change of `pending` to `w` (created with `merges = pending.hasMerges`), in the order the
-    * format requires: ascending keys, a key's changes adjacent and in order.
+    * format requires: a key's changes adjacent and in order; keys ascending in a delta with merge records.
     */
   def write(pending: PendingWrites, w: DeltaFile.Writer): Unit =
-    pending.foreachChange {
+    pending.foreachChange(inKeyOrder = pending.hasMerges) {
       case (k, Change.Put(v))   => w.put(k, v)
       case (k, Change.Delete)   => w.delete(k)
       case (k, Change.Merge(e)) => w.merge(k, e)
