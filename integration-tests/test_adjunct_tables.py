@@ -9,6 +9,8 @@ says, per version, what every event must be enriched with. One shared Spark sess
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
 from pathlib import Path
@@ -96,6 +98,13 @@ def as_table(rows) -> dict[int, tuple]:
     return {r["id"]: (r["name"], r["score"]) for r in rows}
 
 
+def inspect_json(table: str) -> dict:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli.main(["--no-progress", "inspect", table, "--json"]) == 0
+    return json.loads(out.getvalue())
+
+
 def test_maintain_and_enrich_streams_against_oracle(spark, tmp_path):
     table = str(tmp_path / "table")
     changes_dir, events_dir = tmp_path / "changes", tmp_path / "events"
@@ -135,6 +144,12 @@ def test_maintain_and_enrich_streams_against_oracle(spark, tmp_path):
         assert len(rows) == 9
         for r in rows:
             assert (r["name"], r["score"]) == expected.get(r["id"], (None, None)), (batch_id, r)
+
+    # the replica (this JVM's, in local mode) records what it holds: inspect shows it behind the latest
+    adjunct.read(spark, table, 1).collect()
+    report = inspect_json(table)
+    assert [(r["version"], r["lag"]) for r in report["replicas"]] == [(1, 2)], report["replicas"]
+    assert report["replicas"][0]["replica"].startswith("driver@")
 
     # a re-run of a committed maintain batch (same source and batch id) commits nothing
     again = spark.createDataFrame([(0, "upsert", 1000, "x", 0.0)], CHANGE_SCHEMA)

@@ -9,7 +9,7 @@ import org.apache.hadoop.fs.Path
 import org.scalatest.BeforeAndAfterEach
 import org.scalatest.funsuite.AnyFunSuite
 
-import io.lineagestore.format.{AdjunctCommit, AdjunctTableLog, StoreIdentity}
+import io.lineagestore.format.{AdjunctCommit, AdjunctTableLog, ReplicaMark, StoreIdentity}
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.storage.HadoopBlobStore
 import io.lineagestore.store.{CheckpointFiles, LineageStore, LocalDirectories, StoreSettings}
@@ -64,6 +64,32 @@ class AdjunctInspectionSuite extends AnyFunSuite with BeforeAndAfterEach {
       ),
       report
     )
+  }
+
+  test(
+    "inspect shows each replica's marker and its lag behind the latest version; a torn marker is skipped"
+  ) {
+    log.writeMeta(Map("keySchema" -> "k", "valueSchema" -> "v"))
+    writeVersions(committed = 4, unfinished = false)
+    log.writeReplica(ReplicaMark("1@127.0.0.2", 4, "u4", 1000L, 0L, 4L))
+    log.writeReplica(ReplicaMark("2@127.0.0.3", 2, "u2", 900L, 0L, 2L))
+    log.writeReplica(ReplicaMark("2@127.0.0.3", 3, "u3", 950L, 0L, 3L)) // rewritten: the newest stays
+    new HadoopBlobStore(new Path(table), new Configuration())
+      .write(AdjunctTableLog.replicaName("3@torn"))(_.write("version=".getBytes("UTF-8")))
+    assert(log.replicas().map(r => r.name -> r.version) == Seq("1@127.0.0.2" -> 4L, "2@127.0.0.3" -> 3L))
+    val report = AdjunctInspection.inspect(table).render
+    assert(
+      report.contains(
+        "{\"replica\": \"2@127.0.0.3\", \"version\": 3, \"uniqueId\": \"u3\", \"lag\": 1, " +
+          "\"loadedAtMs\": 950, \"bytesDownloaded\": 0, \"deltasReplayed\": 3}"
+      ),
+      report
+    )
+    assert(
+      report.contains("\"replica\": \"1@127.0.0.2\", \"version\": 4, \"uniqueId\": \"u4\", \"lag\": 0"),
+      report
+    )
+    assert(AdjunctTableLog.replicaName("driver@my host/x") == "_adjunct/replicas/driver@my_host_x")
   }
 
   test("a record lacking a field fails naming the record") {

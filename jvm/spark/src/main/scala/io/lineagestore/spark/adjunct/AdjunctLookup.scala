@@ -52,8 +52,10 @@ object AdjunctLookup {
     val outSchema = StructType(eventSchema.fields ++ schema.values.fields.map(_.copy(nullable = true)))
     val storePath = table.storePath
     val id = AdjunctTable.checkpointOf(commit)
+    // fetched once per executor, not deserialized with every task; only a replica's first opening reads it
+    val conf = spark.sparkContext.broadcast(confEntries)
     val rows = InternalFrames.rowsOf(events).mapPartitions { it =>
-      val replica = AdjunctReplicas.replica(storePath, confEntries)
+      val replica = AdjunctReplicas.replica(storePath, conf.value)
       val store = replica.acquire(id)
       TaskContext.get().addTaskCompletionListener[Unit](_ => replica.release())
       val keyProj = UnsafeProjection.create(keyOrdinals.toSeq.map { i =>
@@ -79,7 +81,8 @@ object AdjunctLookup {
             value.pointTo(found, found.length)
             if (value.getBoolean(1)) absent else value
           }
-        outProj(joined(event, right)).copy(): InternalRow
+        // no copy: the scan over this RDD projects each row into its own before the next is asked for
+        outProj(joined(event, right)): InternalRow
       }
     }
     InternalFrames.of(spark, rows, outSchema)
