@@ -32,7 +32,7 @@ final case class ReplicaMark(
   * {{{
   * _adjunct/table.properties     the table's schema (opaque strings the glue writes once)
   * _adjunct/commits/<version>    one AdjunctCommit each, written once after the store's delta
-  * _adjunct/replicas/<name>      one ReplicaMark per executor's replica, rewritten when it changes version
+  * _adjunct/replicas/<name>~<seq> a ReplicaMark per version change of an executor's replica (newest seq wins)
   * store/0/...                   the lineagestore store itself
   * }}}
   * The commit records are the table's commit log: a version of the table is the unique ID its record names
@@ -97,30 +97,42 @@ final class AdjunctTableLog(blobs: BlobStore) {
 
   def delete(version: Long): Unit = blobs.delete(commitName(version))
 
-  /** Records what replica `m.name` holds now (overwrites its previous marker). */
-  def writeReplica(m: ReplicaMark): Unit = writeProperties(
-    replicaName(m.name),
-    Map(
-      "replica" -> m.name,
-      "version" -> m.version.toString,
-      "uniqueId" -> m.uniqueId,
-      "loadedAtMs" -> m.loadedAtMs.toString,
-      "bytesDownloaded" -> m.bytesDownloaded.toString,
-      "deltasReplayed" -> m.deltasReplayed.toString
+  /** Records what replica `m.name` holds now, as marker number `seq` of that replica (blobs are immutable:
+    * each change is a new marker, the newest `seq` wins); returns the marker's name so the replica can delete
+    * its previous one.
+    */
+  def writeReplica(m: ReplicaMark, seq: Long): String = {
+    val name = replicaName(m.name, seq)
+    writeProperties(
+      name,
+      Map(
+        "replica" -> m.name,
+        "version" -> m.version.toString,
+        "uniqueId" -> m.uniqueId,
+        "loadedAtMs" -> m.loadedAtMs.toString,
+        "bytesDownloaded" -> m.bytesDownloaded.toString,
+        "deltasReplayed" -> m.deltasReplayed.toString
+      )
     )
-  )
+    name
+  }
 
-  /** The replicas' markers, by name. A marker that cannot be parsed (being rewritten on a store without
-    * atomic overwrite, or damaged) is skipped: markers are reports, never read to decide what a reader loads.
+  def deleteReplicaMarker(name: String): Unit = blobs.delete(name)
+
+  /** Each replica's newest marker, by replica name. A marker that cannot be parsed (damaged) is skipped:
+    * markers are reports, never read to decide what a reader loads.
     */
   def replicas(): Seq[ReplicaMark] =
     blobs
       .list(ReplicasDir)
       .map(_.name)
-      .sorted
-      .flatMap { name =>
+      .filterNot(_.stripPrefix(ReplicasDir + "/").startsWith(".")) // a filesystem's checksum files
+      .groupBy(_.stripPrefix(ReplicasDir + "/").split(SeqSeparator)(0))
+      .toSeq
+      .sortBy(_._1)
+      .flatMap { case (_, names) =>
         scala.util.Try {
-          val p = readProperties(name)
+          val p = readProperties(names.max) // sequence numbers are zero-padded: the newest sorts last
           ReplicaMark(
             p("replica"),
             p("version").toLong,
@@ -155,8 +167,11 @@ object AdjunctTableLog {
   val CommitsDir = "_adjunct/commits"
   val ReplicasDir = "_adjunct/replicas"
 
-  /** A replica's marker file; `replica` (executor id and host) made safe as one file name. */
-  def replicaName(replica: String): String = s"$ReplicasDir/${replica.replaceAll("[^A-Za-z0-9._@-]", "_")}"
+  val SeqSeparator = "~"
+
+  /** Marker `seq` of a replica; `replica` (executor id and host) made safe as one file name. */
+  def replicaName(replica: String, seq: Long): String =
+    f"$ReplicasDir/${replica.replaceAll("[^A-Za-z0-9._@-]", "_")}$SeqSeparator$seq%019d"
 
   /** The table's one store, relative to the table's path (partitioned tables would add store/1, ...). */
   val StoreDir = "store/0"

@@ -71,11 +71,12 @@ class AdjunctInspectionSuite extends AnyFunSuite with BeforeAndAfterEach {
   ) {
     log.writeMeta(Map("keySchema" -> "k", "valueSchema" -> "v"))
     writeVersions(committed = 4, unfinished = false)
-    log.writeReplica(ReplicaMark("1@127.0.0.2", 4, "u4", 1000L, 0L, 4L))
-    log.writeReplica(ReplicaMark("2@127.0.0.3", 2, "u2", 900L, 0L, 2L))
-    log.writeReplica(ReplicaMark("2@127.0.0.3", 3, "u3", 950L, 0L, 3L)) // rewritten: the newest stays
+    log.writeReplica(ReplicaMark("1@127.0.0.2", 4, "u4", 1000L, 0L, 4L), 1)
+    // a replica that moved back (a read of an older version) and on: its newest marker counts, not its highest
+    log.writeReplica(ReplicaMark("2@127.0.0.3", 5, "u5", 900L, 0L, 2L), 9)
+    log.writeReplica(ReplicaMark("2@127.0.0.3", 3, "u3", 950L, 0L, 3L), 10)
     new HadoopBlobStore(new Path(table), new Configuration())
-      .write(AdjunctTableLog.replicaName("3@torn"))(_.write("version=".getBytes("UTF-8")))
+      .write(AdjunctTableLog.replicaName("3@torn", 1))(_.write("version=".getBytes("UTF-8")))
     assert(log.replicas().map(r => r.name -> r.version) == Seq("1@127.0.0.2" -> 4L, "2@127.0.0.3" -> 3L))
     val report = AdjunctInspection.inspect(table).render
     assert(
@@ -89,7 +90,12 @@ class AdjunctInspectionSuite extends AnyFunSuite with BeforeAndAfterEach {
       report.contains("\"replica\": \"1@127.0.0.2\", \"version\": 4, \"uniqueId\": \"u4\", \"lag\": 0"),
       report
     )
-    assert(AdjunctTableLog.replicaName("driver@my host/x") == "_adjunct/replicas/driver@my_host_x")
+    assert(
+      AdjunctTableLog.replicaName(
+        "driver@my host/x",
+        12
+      ) == "_adjunct/replicas/driver@my_host_x~0000000000000000012"
+    )
   }
 
   test("a record lacking a field fails naming the record") {

@@ -133,7 +133,7 @@ object AdjunctLookup {
   def versionForBatch(spark: SparkSession, path: String, checkpoint: String, batchId: Long): Long = {
     val conf = spark.sparkContext.hadoopConfiguration
     val table = new AdjunctTable(path, conf)
-    val records = new HadoopBlobStore(new Path(new Path(checkpoint, "adjunct"), tableKey(path)), conf)
+    val records = versionRecords(spark, path, checkpoint)
     val name = batchId.toString
     if (records.exists(name)) {
       val in = records.open(name)
@@ -147,6 +147,17 @@ object AdjunctLookup {
       v
     }
   }
+
+  /** Whether micro-batch `batchId` of the enriching query at `checkpoint` already has its version recorded.
+    */
+  def hasRecordedVersion(spark: SparkSession, path: String, checkpoint: String, batchId: Long): Boolean =
+    versionRecords(spark, path, checkpoint).exists(batchId.toString)
+
+  private def versionRecords(spark: SparkSession, path: String, checkpoint: String): HadoopBlobStore =
+    new HadoopBlobStore(
+      new Path(new Path(checkpoint, "adjunct"), tableKey(path)),
+      spark.sparkContext.hadoopConfiguration
+    )
 
   def tableKey(path: String): String =
     MessageDigest.getInstance("SHA-256").digest(path.getBytes(UTF_8)).take(8).map("%02x".format(_)).mkString

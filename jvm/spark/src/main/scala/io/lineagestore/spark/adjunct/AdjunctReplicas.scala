@@ -74,6 +74,8 @@ object AdjunctReplicas {
   final class Replica(storePath: String, confEntries: Map[String, String]) {
     private var local: AdjunctLocalStore = _ // opened by the first acquire
     private var readers = 0
+    private var markerSeq = 0L // guarded like the rest: marks are written under this monitor
+    private var lastMarker: Option[String] = None
 
     /** Holds the replica at `id` until [[release]]; loads it first if no reader holds another version. */
     def acquire(id: CheckpointId): LineageStore = synchronized {
@@ -101,8 +103,13 @@ object AdjunctReplicas {
         c.bytesDownloaded.get,
         c.deltasReplayed.get
       )
-      try tableLog.writeReplica(m)
-      catch {
+      try {
+        // load time then a counter: increasing within this replica even when two loads share a millisecond
+        markerSeq = math.max(markerSeq + 1, m.loadedAtMs * 1000)
+        val written = tableLog.writeReplica(m, markerSeq)
+        lastMarker.foreach(tableLog.deleteReplicaMarker)
+        lastMarker = Some(written)
+      } catch {
         case NonFatal(e) =>
           AdjunctReplicas.log.warn(s"adjunct replica of $storePath: could not record its version: $e")
       }
