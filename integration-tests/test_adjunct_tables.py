@@ -9,6 +9,8 @@ says, per version, what every event must be enriched with. One shared Spark sess
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
 from pathlib import Path
@@ -96,6 +98,13 @@ def as_table(rows) -> dict[int, tuple]:
     return {r["id"]: (r["name"], r["score"]) for r in rows}
 
 
+def inspect_json(table: str) -> dict:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli.main(["--no-progress", "inspect", table, "--json"]) == 0
+    return json.loads(out.getvalue())
+
+
 def test_maintain_and_enrich_streams_against_oracle(spark, tmp_path):
     table = str(tmp_path / "table")
     changes_dir, events_dir = tmp_path / "changes", tmp_path / "events"
@@ -135,6 +144,12 @@ def test_maintain_and_enrich_streams_against_oracle(spark, tmp_path):
         assert len(rows) == 9
         for r in rows:
             assert (r["name"], r["score"]) == expected.get(r["id"], (None, None)), (batch_id, r)
+
+    # the replica (this JVM's, in local mode) records what it holds: inspect shows it behind the latest
+    adjunct.read(spark, table, 1).collect()
+    report = inspect_json(table)
+    assert [(r["version"], r["lag"]) for r in report["replicas"]] == [(1, 2)], report["replicas"]
+    assert report["replicas"][0]["replica"].startswith("driver@")
 
     # a re-run of a committed maintain batch (same source and batch id) commits nothing
     again = spark.createDataFrame([(0, "upsert", 1000, "x", 0.0)], CHANGE_SCHEMA)
@@ -316,3 +331,35 @@ def test_maintain_rerun_after_a_crash_before_its_record_commits_over_the_same_pa
     assert as_table(adjunct.read(spark, str(table)).collect()) == {1: ("a", 1.0), 3: ("c", 3.0)}
     events = spark.createDataFrame([(0, 2), (1, 3)], EVENT_SCHEMA)
     assert {r["id"]: r["name"] for r in adjunct.lookup(events, str(table)).collect()} == {2: None, 3: "c"}
+
+
+def test_bootstrap_holds_the_first_enriching_batch_until_the_table_caught_up(spark, tmp_path):
+    """The maintaining query reads one change file per trigger (three versions to go); the enriching query,
+    started at once with ``bootstrap``, runs its first batch only once the maintaining query found no more
+    input, so that batch sees version 3 (without it, it would fail for lack of a version or see an earlier
+    one)."""
+    table = str(tmp_path / "table")
+    changes_dir, events_dir = tmp_path / "changes", tmp_path / "events"
+    oracle = Oracle()
+    for version, round_changes in enumerate(ROUNDS, start=1):
+        write_json(changes_dir, f"r{version}", round_changes, ["id", "op", "seq", "name", "score"])
+        oracle.commit(version, round_changes)
+    changes = spark.readStream.schema(CHANGE_SCHEMA).option("maxFilesPerTrigger", 1).json(str(changes_dir))
+    maintaining = adjunct.maintain(changes, table, ["id"], "seq", str(tmp_path / "maintain-ckpt")).start()
+    try:
+        write_json(events_dir, "e0", [(i, k) for i, k in enumerate([1, 2, 4, 5, 6, 99])], ["event", "id"])
+        events = spark.readStream.schema(EVENT_SCHEMA).json(str(events_dir))
+        seen: dict[int, list] = {}
+        enrich_ckpt = str(tmp_path / "enrich-ckpt")
+
+        def keep(df, batch_id):
+            seen[batch_id] = [r.asDict() for r in df.collect()]
+
+        run_once(adjunct.enrich(events, table, enrich_ckpt, keep, bootstrap=maintaining))
+        assert adjunct.caught_up(maintaining)
+    finally:
+        maintaining.stop()
+    assert adjunct.version_for_batch(spark, table, enrich_ckpt, 0) == 3
+    assert sorted(seen) == [0]
+    for r in seen[0]:
+        assert (r["name"], r["score"]) == oracle.versions[3].get(r["id"], (None, None)), r

@@ -8,17 +8,23 @@ change; then ``--events`` events with random keys are enriched both ways and wri
 sink: the lookup at the batch's version from the executor's replica, and ``events.join(read.parquet)``
 re-reading the table. Reported per batch: both enrichment times and what the replica loaded (deltas
 replayed, delta bytes, snapshot bytes downloaded). Timing covers enrichment only, not maintenance or the
-Parquet rewrite. local[2], local filesystem.
+Parquet rewrite. Times are wall seconds and the JVM's CPU seconds (user + system, /proc), the latter less
+sensitive to other load on the machine. Also per batch: the lookup again at the same version (the replica
+already holds it: the lookup without its refresh) and the events alone into the same sink (the Spark job any
+enrichment runs). ``--jfr PREFIX`` records JFR profiles (see the option). local[2], local filesystem.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
+from typing import Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -33,6 +39,11 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=100_000)
     ap.add_argument("--change", type=float, default=0.01)
     ap.add_argument("--batches", type=int, default=5)
+    ap.add_argument(
+        "--jfr",
+        help="record JFR profiles (settings 'profile') of each steady batch's lookup and Parquet join, into "
+        "JFR-lookup-bN.jfr and JFR-parquet-bN.jfr, and of the first build into JFR-build.jfr; summarise them with jfr_profile.py",
+    )
     args = ap.parse_args()
     spark = lineagestore.configure(
         SparkSession.builder.master("local[2]")
@@ -54,11 +65,55 @@ def main() -> None:
         )
         .cache()
     )
-    t0 = time.time()
+    jvm_pid = spark._jvm.java.lang.ProcessHandle.current().pid()
+    ticks = os.sysconf("SC_CLK_TCK")
+
+    def jvm_cpu_s() -> float:
+        """CPU seconds the driver JVM (which runs the tasks in local mode) used so far, user + system."""
+        with open(f"/proc/{jvm_pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / ticks
+
+    build_recording = None
+    if args.jfr:
+        jfr = spark._jvm.jdk.jfr
+        build_recording = jfr.Recording(jfr.Configuration.getConfiguration("profile"))
+        build_recording.start()
+    t0, cpu0 = time.time(), jvm_cpu_s()
     adjunct.maintain_batch(rows, 0, table, ["id"], "seq", source="bench")
-    build_s = time.time() - t0
+    build_s, build_cpu_s = time.time() - t0, jvm_cpu_s() - cpu0
+    if build_recording is not None:
+        build_recording.stop()
+        build_recording.dump(spark._jvm.java.io.File(f"{args.jfr}-build.jfr").toPath())
+        build_recording.close()
     rows.drop("op", "seq").write.parquet(f"{base}/parquet/0")
     results = []
+
+    def enrich(name: str, b: int, enriched: Callable[[], Any]) -> tuple[float, float]:
+        """Builds the enriched DataFrame and writes it to the noop sink, under a JFR recording when --jfr asks
+        (steady batches); returns the wall seconds and the JVM's CPU seconds both took (the recording's start
+        and dump not included)."""
+
+        def run() -> tuple[float, float]:
+            t, cpu = time.time(), jvm_cpu_s()
+            enriched().write.format("noop").mode("overwrite").save()
+            return time.time() - t, jvm_cpu_s() - cpu
+
+        if not args.jfr or b == 1:
+            return run()
+        jfr = spark._jvm.jdk.jfr
+        recording = jfr.Recording(jfr.Configuration.getConfiguration("profile"))
+        recording.start()
+        try:
+            return run()
+        finally:
+            recording.stop()
+            recording.dump(spark._jvm.java.io.File(f"{args.jfr}-{name}-b{b}.jfr").toPath())
+            recording.close()
+
+    def parquet_join(events: Any, parquet: str) -> Any:
+        return events.join(spark.read.parquet(parquet), "id", "left")
+
     n_change = int(args.keys * args.change)
     for b in range(1, args.batches + 1):
         changed = (
@@ -81,15 +136,19 @@ def main() -> None:
             F.col("id").alias("event"), ((F.col("id") * 31 + b) % args.keys).cast("int").alias("id")
         )
         before = adjunct.local_replica_stats(spark, table)
-        t = time.time()
-        adjunct.lookup(events, table, version=version).write.format("noop").mode("overwrite").save()
-        lookup_s = time.time() - t
+        lookup_s, lookup_cpu = enrich(
+            "lookup", b, functools.partial(adjunct.lookup, events, table, version=version)
+        )
         after = adjunct.local_replica_stats(spark, table)
-        t = time.time()
-        events.join(spark.read.parquet(f"{base}/parquet/{b}"), "id", "left").write.format("noop").mode(
-            "overwrite"
-        ).save()
-        join_s = time.time() - t
+        # the events alone into the same sink: the Spark job every enrichment runs, without any join
+        events_s, events_cpu = enrich("events", 1, functools.partial(lambda e: e, events))
+        # the same lookup again: the replica already holds the version, so this is the lookup alone
+        again_s, again_cpu = enrich(
+            "again", 1, functools.partial(adjunct.lookup, events, table, version=version)
+        )
+        join_s, join_cpu = enrich(
+            "parquet", b, functools.partial(parquet_join, events, f"{base}/parquet/{b}")
+        )
         replayed = after["deltasReplayed"] - before.get("deltasReplayed", 0)
         delta_bytes = sum(
             os.path.getsize(os.path.join(table, "store/0", f))
@@ -102,6 +161,12 @@ def main() -> None:
                 "version": version,
                 "lookup_s": round(lookup_s, 3),
                 "parquet_join_s": round(join_s, 3),
+                "lookup_cpu_s": round(lookup_cpu, 2),
+                "lookup_again_s": round(again_s, 3),
+                "lookup_again_cpu_s": round(again_cpu, 2),
+                "events_only_s": round(events_s, 3),
+                "events_only_cpu_s": round(events_cpu, 2),
+                "parquet_join_cpu_s": round(join_cpu, 2),
                 "deltas_replayed": replayed,
                 "delta_bytes": delta_bytes,
                 "snapshot_bytes_downloaded": after["bytesDownloaded"] - before.get("bytesDownloaded", 0),
@@ -111,6 +176,10 @@ def main() -> None:
     steady = results[1:] if len(results) > 1 else results  # batch 1: the replica's first, full load
     med_lookup = statistics.median(r["lookup_s"] for r in steady)
     med_join = statistics.median(r["parquet_join_s"] for r in steady)
+    med_lookup_cpu = statistics.median(r["lookup_cpu_s"] for r in steady)
+    med_join_cpu = statistics.median(r["parquet_join_cpu_s"] for r in steady)
+    med_again_cpu = statistics.median(r["lookup_again_cpu_s"] for r in steady)
+    med_events_cpu = statistics.median(r["events_only_cpu_s"] for r in steady)
     table_bytes = sum(
         os.path.getsize(os.path.join(d, f))
         for d, _, fs in os.walk(os.path.join(table, "store/0"))
@@ -123,9 +192,15 @@ def main() -> None:
                 "events": args.events,
                 "changed_per_batch": n_change,
                 "initial_build_s": round(build_s, 1),
+                "initial_build_cpu_s": round(build_cpu_s, 1),
                 "median_lookup_s": med_lookup,
                 "median_parquet_join_s": med_join,
                 "speedup": round(med_join / med_lookup, 2),
+                "median_lookup_cpu_s": med_lookup_cpu,
+                "median_parquet_join_cpu_s": med_join_cpu,
+                "cpu_ratio": round(med_join_cpu / med_lookup_cpu, 2),
+                "median_lookup_again_cpu_s": med_again_cpu,
+                "median_events_only_cpu_s": med_events_cpu,
                 "median_delta_bytes": statistics.median(r["delta_bytes"] for r in steady),
                 "table_store_bytes": table_bytes,
             }

@@ -5,12 +5,14 @@ per row.
 
 * :func:`maintain` keeps a table from a streaming DataFrame of changes (one committed version per batch);
 * :func:`lookup` enriches a (batch) DataFrame with the table's row per key, left-join semantics;
-* :func:`enrich` does it for a streaming DataFrame, each micro-batch at one recorded version;
+* :func:`enrich` does it for a streaming DataFrame, each micro-batch at one recorded version, optionally
+  holding its first batch until the maintaining query has :func:`caught_up`;
 * :func:`read` and :func:`versions` show the table.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -119,25 +121,75 @@ def version_for_batch(spark: Any, path: str, checkpoint: str, batch_id: int) -> 
     )
 
 
+def caught_up(maintaining: Any) -> bool:
+    """Whether the maintaining query ``maintaining`` (a ``StreamingQuery`` running :func:`maintain`) has caught
+    up with the input available to its change stream: it stopped without error (``availableNow`` ran to its
+    end), or it finished a trigger that found no new input (Spark's status: no trigger active, no data
+    available) after at least one trigger. Its ``foreachBatch`` commits a table version inside the trigger, so
+    every change its sources offered before that trigger is in the table then. Raises if it failed."""
+    error = maintaining.exception()
+    if error is not None:
+        raise AdjunctTableError(
+            f"the maintaining query {maintaining.name or maintaining.id} failed, so the table cannot catch up: "
+            f"{error}"
+        )
+    if not maintaining.isActive:
+        return True
+    status = maintaining.status
+    return (
+        maintaining.lastProgress is not None
+        and not status["isTriggerActive"]
+        and not status["isDataAvailable"]
+    )
+
+
 def enrich(
     events: Any,
     path: str,
     checkpoint: str,
     process: Callable[[Any, int], None],
     on: Sequence[str] | None = None,
+    bootstrap: Any = None,
+    bootstrap_timeout_s: float = 600.0,
 ) -> Any:
     """A ``DataStreamWriter`` over the streaming DataFrame ``events`` calling ``process(enriched, batch_id)``.
 
     Each micro-batch is enriched at one table version, picked on the driver when the batch starts and
     recorded under ``<checkpoint>/adjunct/``, so a re-run of the batch after a restart sees the same one.
-    Add a trigger and ``start()`` it.
+    ``bootstrap``: the maintaining ``StreamingQuery`` (in this session); the first batch this run picks a
+    version for waits until that query has :func:`caught_up` (at most ``bootstrap_timeout_s``, then fails
+    naming the query). A batch re-run with a recorded version does not wait. Add a trigger and ``start()`` it.
     """
+    held = [bootstrap is not None]  # only the first batch of this run is held
 
     def batch(df: Any, batch_id: int) -> None:
-        v = version_for_batch(df.sparkSession, path, checkpoint, batch_id)
+        spark = df.sparkSession
+        if held[0] and not _has_recorded_version(spark, path, checkpoint, batch_id):
+            deadline = time.monotonic() + bootstrap_timeout_s
+            while not caught_up(bootstrap):
+                if time.monotonic() > deadline:
+                    raise AdjunctTableError(
+                        f"adjunct table {path}: the maintaining query {bootstrap.name or bootstrap.id} has not "
+                        f"caught up with its change stream within {bootstrap_timeout_s:g} s; batch {batch_id} "
+                        "of the enriching query was held and not run. Check the maintaining query's progress, "
+                        "or raise bootstrap_timeout_s."
+                    )
+                time.sleep(0.2)
+        held[0] = False
+        v = version_for_batch(spark, path, checkpoint, batch_id)
         process(lookup(df, path, on, v), batch_id)
 
     return events.writeStream.option("checkpointLocation", checkpoint).foreachBatch(batch)
+
+
+def _has_recorded_version(spark: Any, path: str, checkpoint: str, batch_id: int) -> bool:
+    return bool(
+        _jvm_call(
+            lambda: _obj(spark, "AdjunctLookup").hasRecordedVersion(
+                spark._jsparkSession, path, checkpoint, batch_id
+            )
+        )
+    )
 
 
 def read(spark: Any, path: str, version: int | None = None) -> Any:

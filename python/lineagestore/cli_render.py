@@ -7,6 +7,7 @@ the human-readable text; ``lineagestore.cli`` parses the arguments and runs the 
 from __future__ import annotations
 
 import textwrap
+from datetime import UTC, datetime
 
 # the documented procedure for a damaged state file (named by inspect, verify and the provider's errors)
 RECOVERY_DOC = "docs/operations.md#restarting-from-an-older-checkpoint"
@@ -36,6 +37,17 @@ def render_adjunct_table(t: dict) -> str:
     if t["uncommitted"]:
         out.append(
             "uncommitted    " + ", ".join(t["uncommitted"]) + " (a maintain batch that did not finish)"
+        )
+    replicas = t.get("replicas") or []
+    out.append(
+        f"replicas       {len(replicas)}" + ("" if replicas else " (no lookup has loaded the table yet)")
+    )
+    for r in replicas:
+        loaded = datetime.fromtimestamp(r["loadedAtMs"] / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+        behind = "at the latest version" if r["lag"] == 0 else f"{r['lag']} version(s) behind"
+        out.append(
+            f"  {r['replica']:<24} version {r['version']:>6}  {behind}  (loaded {loaded} UTC; so far "
+            f"{r['deltasReplayed']} deltas replayed, {hb(r['bytesDownloaded'])} of snapshots downloaded)"
         )
     return "\n".join(out)
 

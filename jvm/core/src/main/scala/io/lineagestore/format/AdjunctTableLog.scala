@@ -13,11 +13,26 @@ import io.lineagestore.storage.BlobStore
   */
 final case class AdjunctCommit(version: Long, uniqueId: String, source: String, sourceBatchId: Long)
 
+/** What one executor's replica of an adjunct table held when it last changed version (its marker): which
+  * replica (`name`: executor id and host), the version and unique ID it loaded, when (epoch ms), and what its
+  * loads cost so far (snapshot bytes downloaded, deltas replayed). `lineagestore inspect` reads these to show
+  * the replicas' lag; a marker is written by its replica only, so one left by a gone executor grows old.
+  */
+final case class ReplicaMark(
+    name: String,
+    version: Long,
+    uniqueId: String,
+    loadedAtMs: Long,
+    bytesDownloaded: Long,
+    deltasReplayed: Long
+)
+
 /** The table-level files of an adjunct table (see docs/adjunct-tables.md), over the blob store rooted at the
   * table's path:
   * {{{
   * _adjunct/table.properties     the table's schema (opaque strings the glue writes once)
   * _adjunct/commits/<version>    one AdjunctCommit each, written once after the store's delta
+  * _adjunct/replicas/<name>~<seq> a ReplicaMark per version change of an executor's replica (newest seq wins)
   * store/0/...                   the lineagestore store itself
   * }}}
   * The commit records are the table's commit log: a version of the table is the unique ID its record names
@@ -34,13 +49,15 @@ final class AdjunctTableLog(blobs: BlobStore) {
 
   def writeMeta(meta: Map[String, String]): Unit = writeProperties(MetaName, meta)
 
-  /** Every committed version still recorded, oldest first. */
-  def commits(): Seq[AdjunctCommit] =
+  /** Every committed version still recorded, oldest first (reads every record: inspection, not per batch). */
+  def commits(): Seq[AdjunctCommit] = versions().flatMap(commit)
+
+  /** The versions recorded, oldest first, from one listing: no record is read. */
+  def versions(): Seq[Long] =
     blobs
       .list(CommitsDir)
       .flatMap(b => b.name.stripPrefix(CommitsDir + "/").toLongOption)
       .sorted
-      .flatMap(commit)
 
   def commit(version: Long): Option[AdjunctCommit] = {
     val name = commitName(version)
@@ -65,7 +82,8 @@ final class AdjunctTableLog(blobs: BlobStore) {
     }
   }
 
-  def latest(): Option[AdjunctCommit] = commits().lastOption
+  /** The newest record: one listing and one read (the per-batch path of lookups and maintain). */
+  def latest(): Option[AdjunctCommit] = versions().lastOption.flatMap(commit)
 
   def write(c: AdjunctCommit): Unit = writeProperties(
     commitName(c.version),
@@ -78,6 +96,53 @@ final class AdjunctTableLog(blobs: BlobStore) {
   )
 
   def delete(version: Long): Unit = blobs.delete(commitName(version))
+
+  /** Records what replica `m.name` holds now, as marker number `seq` of that replica (blobs are immutable:
+    * each change is a new marker, the newest `seq` wins); returns the marker's name so the replica can delete
+    * its previous one.
+    */
+  def writeReplica(m: ReplicaMark, seq: Long): String = {
+    val name = replicaName(m.name, seq)
+    writeProperties(
+      name,
+      Map(
+        "replica" -> m.name,
+        "version" -> m.version.toString,
+        "uniqueId" -> m.uniqueId,
+        "loadedAtMs" -> m.loadedAtMs.toString,
+        "bytesDownloaded" -> m.bytesDownloaded.toString,
+        "deltasReplayed" -> m.deltasReplayed.toString
+      )
+    )
+    name
+  }
+
+  def deleteReplicaMarker(name: String): Unit = blobs.delete(name)
+
+  /** Each replica's newest marker, by replica name. A marker that cannot be parsed (damaged) is skipped:
+    * markers are reports, never read to decide what a reader loads.
+    */
+  def replicas(): Seq[ReplicaMark] =
+    blobs
+      .list(ReplicasDir)
+      .map(_.name)
+      .filterNot(_.stripPrefix(ReplicasDir + "/").startsWith(".")) // a filesystem's checksum files
+      .groupBy(_.stripPrefix(ReplicasDir + "/").split(SeqSeparator)(0))
+      .toSeq
+      .sortBy(_._1)
+      .flatMap { case (_, names) =>
+        scala.util.Try {
+          val p = readProperties(names.max) // sequence numbers are zero-padded: the newest sorts last
+          ReplicaMark(
+            p("replica"),
+            p("version").toLong,
+            p("uniqueId"),
+            p("loadedAtMs").toLong,
+            p("bytesDownloaded").toLong,
+            p("deltasReplayed").toLong
+          )
+        }.toOption
+      }
 
   private def readProperties(name: String): Map[String, String] = {
     val in = blobs.open(name)
@@ -100,6 +165,13 @@ final class AdjunctTableLog(blobs: BlobStore) {
 object AdjunctTableLog {
   val MetaName = "_adjunct/table.properties"
   val CommitsDir = "_adjunct/commits"
+  val ReplicasDir = "_adjunct/replicas"
+
+  val SeqSeparator = "~"
+
+  /** Marker `seq` of a replica; `replica` (executor id and host) made safe as one file name. */
+  def replicaName(replica: String, seq: Long): String =
+    f"$ReplicasDir/${replica.replaceAll("[^A-Za-z0-9._@-]", "_")}$SeqSeparator$seq%019d"
 
   /** The table's one store, relative to the table's path (partitioned tables would add store/1, ...). */
   val StoreDir = "store/0"

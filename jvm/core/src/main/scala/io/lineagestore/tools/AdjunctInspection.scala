@@ -18,7 +18,11 @@ object AdjunctInspection {
 
   /** JSON: `{"table", "schema": {...}, "versions": [{"version", "uniqueId", "sourceBatchId", "files"}],
     * "store": {"deltas", "deltaBytes", "snapshots", "snapshotBytes", "sharedBlobs", "sharedBytes",
-    * "totalBytes"}, "uncommitted": [checkpoint file names no record names, past the latest version]}`.
+    * "totalBytes"}, "uncommitted": [checkpoint file names no record names, past the latest version],
+    * "replicas": [{"replica", "version", "uniqueId", "lag", "loadedAtMs", "bytesDownloaded",
+    * "deltasReplayed"}]}`. A replica's `lag` is how many versions it is behind the latest committed one when
+    * it last loaded (its marker: [[io.lineagestore.format.ReplicaMark]]); `loadedAtMs` tells how old that is,
+    * so a replica of a gone executor shows as an old marker, not as a live one.
     */
   def inspect(uri: String): Json = {
     val log = new AdjunctTableLog(new HadoopBlobStore(new Path(uri), ToolEnv.hadoopConf))
@@ -58,7 +62,18 @@ object AdjunctInspection {
             "sharedBytes" -> shared.map(_.size).sum,
             "totalBytes" -> total
           ),
-          "uncommitted" -> strs(files.filter(f => !recorded(f.id) && f.id.version > latest).map(_.name))
+          "uncommitted" -> strs(files.filter(f => !recorded(f.id) && f.id.version > latest).map(_.name)),
+          "replicas" -> arr(log.replicas().map { r =>
+            obj(
+              "replica" -> Str(r.name),
+              "version" -> r.version,
+              "uniqueId" -> Str(r.uniqueId),
+              "lag" -> (latest - r.version),
+              "loadedAtMs" -> r.loadedAtMs,
+              "bytesDownloaded" -> r.bytesDownloaded,
+              "deltasReplayed" -> r.deltasReplayed
+            )
+          })
         )
     }
   }

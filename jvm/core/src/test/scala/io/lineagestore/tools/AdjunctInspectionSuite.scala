@@ -9,7 +9,7 @@ import org.apache.hadoop.fs.Path
 import org.scalatest.BeforeAndAfterEach
 import org.scalatest.funsuite.AnyFunSuite
 
-import io.lineagestore.format.{AdjunctCommit, AdjunctTableLog, StoreIdentity}
+import io.lineagestore.format.{AdjunctCommit, AdjunctTableLog, ReplicaMark, StoreIdentity}
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.storage.HadoopBlobStore
 import io.lineagestore.store.{CheckpointFiles, LineageStore, LocalDirectories, StoreSettings}
@@ -63,6 +63,38 @@ class AdjunctInspectionSuite extends AnyFunSuite with BeforeAndAfterEach {
         "{\"version\": 11, \"uniqueId\": \"u11\", \"sourceBatchId\": 10, \"files\": [\"11_u11.delta\"]}"
       ),
       report
+    )
+  }
+
+  test(
+    "inspect shows each replica's marker and its lag behind the latest version; a torn marker is skipped"
+  ) {
+    log.writeMeta(Map("keySchema" -> "k", "valueSchema" -> "v"))
+    writeVersions(committed = 4, unfinished = false)
+    log.writeReplica(ReplicaMark("1@127.0.0.2", 4, "u4", 1000L, 0L, 4L), 1)
+    // a replica that moved back (a read of an older version) and on: its newest marker counts, not its highest
+    log.writeReplica(ReplicaMark("2@127.0.0.3", 5, "u5", 900L, 0L, 2L), 9)
+    log.writeReplica(ReplicaMark("2@127.0.0.3", 3, "u3", 950L, 0L, 3L), 10)
+    new HadoopBlobStore(new Path(table), new Configuration())
+      .write(AdjunctTableLog.replicaName("3@torn", 1))(_.write("version=".getBytes("UTF-8")))
+    assert(log.replicas().map(r => r.name -> r.version) == Seq("1@127.0.0.2" -> 4L, "2@127.0.0.3" -> 3L))
+    val report = AdjunctInspection.inspect(table).render
+    assert(
+      report.contains(
+        "{\"replica\": \"2@127.0.0.3\", \"version\": 3, \"uniqueId\": \"u3\", \"lag\": 1, " +
+          "\"loadedAtMs\": 950, \"bytesDownloaded\": 0, \"deltasReplayed\": 3}"
+      ),
+      report
+    )
+    assert(
+      report.contains("\"replica\": \"1@127.0.0.2\", \"version\": 4, \"uniqueId\": \"u4\", \"lag\": 0"),
+      report
+    )
+    assert(
+      AdjunctTableLog.replicaName(
+        "driver@my host/x",
+        12
+      ) == "_adjunct/replicas/driver@my_host_x~0000000000000000012"
     )
   }
 

@@ -52,8 +52,10 @@ object AdjunctLookup {
     val outSchema = StructType(eventSchema.fields ++ schema.values.fields.map(_.copy(nullable = true)))
     val storePath = table.storePath
     val id = AdjunctTable.checkpointOf(commit)
+    // fetched once per executor, not deserialized with every task; only a replica's first opening reads it
+    val conf = spark.sparkContext.broadcast(confEntries)
     val rows = InternalFrames.rowsOf(events).mapPartitions { it =>
-      val replica = AdjunctReplicas.replica(storePath, confEntries)
+      val replica = AdjunctReplicas.replica(storePath, conf.value)
       val store = replica.acquire(id)
       TaskContext.get().addTaskCompletionListener[Unit](_ => replica.release())
       val keyProj = UnsafeProjection.create(keyOrdinals.toSeq.map { i =>
@@ -79,7 +81,8 @@ object AdjunctLookup {
             value.pointTo(found, found.length)
             if (value.getBoolean(1)) absent else value
           }
-        outProj(joined(event, right)).copy(): InternalRow
+        // no copy: the scan over this RDD projects each row into its own before the next is asked for
+        outProj(joined(event, right)): InternalRow
       }
     }
     InternalFrames.of(spark, rows, outSchema)
@@ -130,7 +133,7 @@ object AdjunctLookup {
   def versionForBatch(spark: SparkSession, path: String, checkpoint: String, batchId: Long): Long = {
     val conf = spark.sparkContext.hadoopConfiguration
     val table = new AdjunctTable(path, conf)
-    val records = new HadoopBlobStore(new Path(new Path(checkpoint, "adjunct"), tableKey(path)), conf)
+    val records = versionRecords(spark, path, checkpoint)
     val name = batchId.toString
     if (records.exists(name)) {
       val in = records.open(name)
@@ -144,6 +147,17 @@ object AdjunctLookup {
       v
     }
   }
+
+  /** Whether micro-batch `batchId` of the enriching query at `checkpoint` already has its version recorded.
+    */
+  def hasRecordedVersion(spark: SparkSession, path: String, checkpoint: String, batchId: Long): Boolean =
+    versionRecords(spark, path, checkpoint).exists(batchId.toString)
+
+  private def versionRecords(spark: SparkSession, path: String, checkpoint: String): HadoopBlobStore =
+    new HadoopBlobStore(
+      new Path(new Path(checkpoint, "adjunct"), tableKey(path)),
+      spark.sparkContext.hadoopConfiguration
+    )
 
   def tableKey(path: String): String =
     MessageDigest.getInstance("SHA-256").digest(path.getBytes(UTF_8)).take(8).map("%02x".format(_)).mkString

@@ -6,7 +6,12 @@ import scala.jdk.CollectionConverters._
 
 import org.apache.spark.sql.{functions => F, DataFrame}
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{BoundReference, UnsafeProjection, UnsafeRow}
+import org.apache.spark.sql.catalyst.expressions.{
+  BoundReference,
+  GenericInternalRow,
+  UnsafeProjection,
+  UnsafeRow
+}
 import org.apache.spark.sql.types._
 
 import io.lineagestore.format.AdjunctCommit
@@ -58,29 +63,31 @@ object AdjunctMaintain {
     try {
       val store = local.store
       local.load(latest.map(AdjunctTable.checkpointOf).getOrElse(CheckpointId.Empty))
-      try changes.foreach(c => apply(store, c, path, op))
+      // the table's first version starts from nothing: no stored ordering to compare with (each key once)
+      val first = latest.isEmpty
+      try changes.foreach(c => apply(store, c, path, op, first))
       catch { case t: Throwable => store.abort(); throw t }
       val id = store.commit(UUID.randomUUID().toString)
       store.uploadSnapshots()
       table.log.write(AdjunctCommit(id.version, id.uniqueId, source, batchId))
       // records first, then files: a record never names a checkpoint clean-up may have deleted
       table.log
-        .commits()
-        .filter(_.version <= id.version - retainVersions)
-        .foreach(c => table.log.delete(c.version))
+        .versions()
+        .filter(_ <= id.version - retainVersions)
+        .foreach(table.log.delete)
       store.cleanup()
       id.version
     } finally local.close()
   }
 
-  private def apply(store: LineageStore, c: Change, path: String, op: String): Unit = {
+  private def apply(store: LineageStore, c: Change, path: String, op: String, first: Boolean): Unit = {
     if (c.badOp != null)
       throw new AdjunctTableException(
         s"adjunct table $path: change with $op '${c.badOp}' is neither of ${Ops.mkString(", ")}; nothing " +
           "of this batch was committed. Map the source's operation codes to these (e.g. Debezium c/u/r -> " +
           "upsert, d -> delete) before maintain."
       )
-    val stored = store.get(1, c.key)
+    val stored = if (first) null else store.get(1, c.key)
     // the stored change (live row or tombstone) wins unless this one is newer: late changes are ignored
     if (stored == null || orderingOf(stored) < c.ordering) store.put(1, c.key, c.value)
   }
@@ -93,6 +100,11 @@ object AdjunctMaintain {
 
   /** The batch's changes reduced to the newest per key (ties: a delete wins, so the result is deterministic),
     * encoded for the store, collected to the driver (the changes, never the table).
+    *
+    * Each task sorts its changes by key (the store's bytewise order: the driver's writes then walk RocksDB
+    * and the batch's pending writes in order) and sends them as one packed byte array ([[ChangePacking]]):
+    * Java serialization of a million small objects, not the store, was most of a first build's cost
+    * (profiled, docs/benchmarks.md).
     */
   private def reduced(
       batch: DataFrame,
@@ -117,28 +129,32 @@ object AdjunctMaintain {
     val stored = schema.stored
     val nKeys = keySchema.length
     val nValues = schema.values.length
-    val rdd = InternalFrames.rowsOf(perKey).mapPartitions { rows =>
+    val packed = InternalFrames.rowsOf(perKey).mapPartitions { rows =>
       val keyProj = UnsafeProjection.create(keySchema.fields.toSeq.zipWithIndex.map { case (f, i) =>
         BoundReference(i, f.dataType, f.nullable)
       })
       val valueProj = UnsafeProjection.create(stored)
-      rows.map { row =>
+      val values = new Array[Any](2 + nValues)
+      val valueRow = new GenericInternalRow(values)
+      val changes = rows.map { row =>
         val c = row.getStruct(nKeys, 3 + nValues)
         val deleted = c.getBoolean(1)
-        val values = new Array[Any](2 + nValues)
         values(0) = c.getLong(0)
         values(1) = deleted
-        if (!deleted) for (i <- 0 until nValues) values(2 + i) = c.get(3 + i, stored.fields(2 + i).dataType)
-        val v = valueProj(new org.apache.spark.sql.catalyst.expressions.GenericInternalRow(values))
+        for (i <- 0 until nValues)
+          values(2 + i) = if (deleted) null else c.get(3 + i, stored.fields(2 + i).dataType)
+        val v = valueProj(valueRow)
         Change(
           keyProj(row).copy().getBytes, // getBytes may return the projection's reused buffer
           c.getLong(0),
           v.copy().getBytes,
           if (c.isNullAt(2)) null else c.getUTF8String(2).toString
         )
-      }
+      }.toArray
+      java.util.Arrays.sort(changes, ChangePacking.ByKey)
+      Iterator.single(ChangePacking.pack(changes))
     }
-    rdd.collect().iterator
+    packed.collect().iterator.flatMap(ChangePacking.unpack)
   }
 
   /** Checks the change stream's columns; the values are every other column. */

@@ -3,11 +3,12 @@ package io.lineagestore.spark.adjunct
 import java.io.File
 
 import scala.collection.mutable
+import scala.util.control.NonFatal
 
 import org.apache.hadoop.fs.Path
 
 import io.lineagestore.config.LineageConf
-import io.lineagestore.format.StoreIdentity
+import io.lineagestore.format.{AdjunctTableLog, ReplicaMark, StoreIdentity}
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.storage.HadoopBlobStore
 import io.lineagestore.store._
@@ -17,7 +18,7 @@ import io.lineagestore.store._
   */
 final class AdjunctLocalStore(storePath: String, confEntries: Map[String, String], role: String, retain: Int)
     extends AutoCloseable {
-  private val conf = AdjunctTable.confOf(confEntries)
+  val conf: org.apache.hadoop.conf.Configuration = AdjunctTable.confOf(confEntries)
   private val lease = AdjunctLocalStore.directories.acquire(s"adjunct-$role:$storePath")
   val store: LineageStore =
     try
@@ -54,6 +55,14 @@ object AdjunctLocalStore {
   */
 object AdjunctReplicas {
   private val replicas = mutable.Map.empty[String, Replica]
+  private val log = org.slf4j.LoggerFactory.getLogger(getClass)
+
+  /** This JVM's replica name in the markers: the executor's id and host ("driver@..." in local mode). */
+  private def replicaName: String = {
+    val env = org.apache.spark.SparkEnv.get
+    if (env == null) s"jvm@${java.net.InetAddress.getLocalHost.getHostName}"
+    else s"${env.executorId}@${env.blockManager.blockManagerId.host}"
+  }
 
   /** The replica of `storePath` this JVM holds, if any. */
   def existing(storePath: String): Option[Replica] = synchronized(replicas.get(storePath))
@@ -65,15 +74,49 @@ object AdjunctReplicas {
   final class Replica(storePath: String, confEntries: Map[String, String]) {
     private var local: AdjunctLocalStore = _ // opened by the first acquire
     private var readers = 0
+    private var markerSeq = 0L // guarded like the rest: marks are written under this monitor
+    private var lastMarker: Option[String] = None
 
     /** Holds the replica at `id` until [[release]]; loads it first if no reader holds another version. */
     def acquire(id: CheckpointId): LineageStore = synchronized {
       while (readers > 0 && !local.store.loadedCheckpoint.contains(id)) wait()
       if (local == null) local = new AdjunctLocalStore(storePath, confEntries, "replica", Int.MaxValue)
-      local.load(id)
+      if (!local.store.loadedCheckpoint.contains(id)) {
+        local.load(id)
+        mark(id)
+      }
       readers += 1
       local.store
     }
+
+    /** Records the version now held in the table's replica markers (one small write per version change, not
+      * per task), for `lineagestore inspect`'s lag. Best effort: a failed write is logged and the lookup goes
+      * on, since the marker is a report and the replica is valid.
+      */
+    private def mark(id: CheckpointId): Unit = {
+      val c = local.store.counters
+      val m = ReplicaMark(
+        AdjunctReplicas.replicaName,
+        id.version,
+        id.uniqueId,
+        System.currentTimeMillis(),
+        c.bytesDownloaded.get,
+        c.deltasReplayed.get
+      )
+      try {
+        // load time then a counter: increasing within this replica even when two loads share a millisecond
+        markerSeq = math.max(markerSeq + 1, m.loadedAtMs * 1000)
+        val written = tableLog.writeReplica(m, markerSeq)
+        lastMarker.foreach(tableLog.deleteReplicaMarker)
+        lastMarker = Some(written)
+      } catch {
+        case NonFatal(e) =>
+          AdjunctReplicas.log.warn(s"adjunct replica of $storePath: could not record its version: $e")
+      }
+    }
+
+    private lazy val tableLog =
+      new AdjunctTableLog(new HadoopBlobStore(new Path(storePath).getParent.getParent, local.conf))
 
     def release(): Unit = synchronized { readers -= 1; notifyAll() }
 

@@ -50,8 +50,10 @@ final class AdjunctTable(val path: String, hadoopConf: Configuration) {
   val log = new AdjunctTableLog(new HadoopBlobStore(new Path(path), hadoopConf))
   def storePath: String = new Path(new Path(path), AdjunctTableLog.StoreDir).toString
 
-  /** The table's schema; fails naming the path when no table is there (or a query checkpoint is). */
-  def schema: AdjunctSchema =
+  /** The table's schema (read once per instance); fails naming the path when no table is there (or a query
+    * checkpoint is).
+    */
+  lazy val schema: AdjunctSchema =
     log.readMeta().map(AdjunctSchema.fromMeta).getOrElse(throw noTable())
 
   def noTable(): AdjunctTableException = {
@@ -70,19 +72,21 @@ final class AdjunctTable(val path: String, hadoopConf: Configuration) {
   /** The committed version `version` (latest when negative), failing by name when it is absent. */
   def resolve(version: Long): AdjunctCommit = {
     schema // a missing table is named before a missing version
-    val commits = log.commits()
-    if (commits.isEmpty)
+    val versions = log.versions() // one listing; only the record resolved is read
+    if (versions.isEmpty)
       throw new AdjunctTableException(
         s"adjunct table $path has no committed version yet; start its maintaining " +
           "query (lineagestore.adjunct.maintain) and wait for its first batch"
       )
-    if (version < 0) commits.last
-    else
-      commits.find(_.version == version).getOrElse {
-        val kept = s"it keeps versions ${commits.head.version} to ${commits.last.version}"
+    val wanted = if (version < 0) versions.last else version
+    Option
+      .when(versions.contains(wanted))(wanted)
+      .flatMap(log.commit) // None: cleaned up between the listing and the read
+      .getOrElse {
+        val kept = s"it keeps versions ${versions.head} to ${versions.last}"
         val why =
-          if (version < commits.head.version) s"version $version was cleaned up"
-          else s"version $version does not exist"
+          if (wanted < versions.head || versions.contains(wanted)) s"version $wanted was cleaned up"
+          else s"version $wanted does not exist"
         throw new AdjunctTableException(
           s"adjunct table $path: $why ($kept); pass one of those or none (latest)"
         )
