@@ -97,7 +97,8 @@ def _verify_clean(tools, checkpoint: Path) -> None:
 
 
 def test_dedup_then_aggregation_up_and_down(spark, tools, tmp_path):
-    """Two stateful operators (dropDuplicates, then groupBy count/sum): 3 -> 5 -> 2 partitions."""
+    """Two stateful operators (dropDuplicates, then groupBy count/sum): 3 -> 6 (a multiple: each old partition
+    grows alone) -> 4 (neither a multiple nor a divisor: every key placed among all)."""
 
     def build(q):
         return q.source("in").dropDuplicates(["k", "g", "v"]).groupBy("k", "g").agg(F.count("*"), F.sum("v"))
@@ -108,7 +109,7 @@ def test_dedup_then_aggregation_up_and_down(spark, tools, tmp_path):
     totals: dict[tuple, tuple[int, int]] = {}
     expected: dict[int, list[tuple]] = {}
     batch = 0
-    for step, partitions in enumerate([3, 5, None, 2, None]):
+    for step, partitions in enumerate([3, 6, None, 4, None]):
         if partitions is not None and step > 0:
             out = rp.repartition(tools, str(q.checkpoint), partitions)
             assert out["newPartitions"] == partitions and out["rowsMoved"] > 0
@@ -141,7 +142,8 @@ def test_dedup_then_aggregation_up_and_down(spark, tools, tmp_path):
 
 
 def test_stream_stream_join_up_and_down(spark, tools, tmp_path):
-    """An inner join's four stores per partition (keys: join key, join key + index): 3 -> 4 -> 2."""
+    """An inner join's four stores per partition (keys: join key, join key + index): 3 -> 4 -> 2 (a divisor:
+    pairs of old partitions fold into one without placing a key)."""
 
     def build(q):
         left = q.source("left").select(F.col("k").alias("lk"), F.col("g").alias("lg"), F.col("v").alias("lv"))

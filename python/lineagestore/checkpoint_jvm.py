@@ -234,9 +234,17 @@ class JvmTools:
         sources: str,
         empty_version: int,
         placement: Any,
+        general_path_only: bool = False,
     ) -> dict:
         return self._json(
-            "repartitionStore", operator_dir, operator_id, store_name, sources, empty_version, placement
+            "repartitionStore",
+            operator_dir,
+            operator_id,
+            store_name,
+            sources,
+            empty_version,
+            placement,
+            general_path_only,
         )
 
 

@@ -193,7 +193,8 @@ object CheckpointTools {
       storeName: String,
       sources: String,
       emptyVersion: Long,
-      placement: KeyPlacement
+      placement: KeyPlacement,
+      generalPathOnly: Boolean
   ): String = {
     val parsed = Option(sources).getOrElse("").split("\n").toSeq.map(_.trim).filter(_.nonEmpty).map { line =>
       line.split(" ", 4) match {
@@ -208,12 +209,15 @@ object CheckpointTools {
       parsed,
       p => s"${operatorDir.stripSuffix("/")}/$p$suffix",
       emptyVersion,
-      placement
+      placement,
+      generalPathOnly = generalPathOnly
     )
     obj(
       "uniqueIds" -> strs(r.uniqueIds),
       "rowsRead" -> r.rowsRead,
-      "rowsPerPartition" -> arr(r.rowsPerPartition.map(Num))
+      "rowsPerPartition" -> arr(r.rowsPerPartition.map(Num)),
+      "groups" -> r.groups,
+      "phasesMs" -> Obj(r.phasesMs.toSeq.sortBy(_._1).map { case (k, v) => k -> (Num(v): Json) })
     ).render
   }
 }
