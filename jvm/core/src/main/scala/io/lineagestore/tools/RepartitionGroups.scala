@@ -1,7 +1,7 @@
 package io.lineagestore.tools
 
-/** Old partitions whose keys all land in `newPartitions`, and only there; `direct` when every key of them goes
-  * to the one new partition without being placed (see [[RepartitionGroups.plan]]).
+/** Old partitions whose keys all land in `newPartitions`, and only there; `direct` when every key of them
+  * goes to the one new partition without being placed (see [[RepartitionGroups.plan]]).
   */
 final case class RepartitionGroup(oldPartitions: Seq[Int], newPartitions: Seq[Int], direct: Boolean)
 
@@ -10,9 +10,9 @@ final case class RepartitionGroup(oldPartitions: Seq[Int], newPartitions: Seq[In
   *
   * Spark places a key in pmod(h, n) (h its Murmur3 hash). When one count divides the other, that splits the
   * key space into disjoint classes:
-  *   - growing to `newN = k * oldN`: pmod(h, k * oldN) mod oldN = pmod(h, oldN), so new partition q draws only
-  *     from old partition q mod oldN: group g is old {g} -> new {g, g + oldN, ..., g + (k - 1) * oldN}, and
-  *     each key is still placed among those k;
+  *   - growing to `newN = k * oldN`: pmod(h, k * oldN) mod oldN = pmod(h, oldN), so new partition q draws
+  *     only from old partition q mod oldN: group g is old {g} -> new {g, g + oldN, ..., g + (k - 1) * oldN},
+  *     and each key is still placed among those k;
   *   - shrinking to `newN = oldN / k`: pmod(h, oldN) mod newN = pmod(h, newN), so every key of old partition
   *     p belongs to new partition p mod newN: group q is old {q, q + newN, ...} -> new {q}, `direct` (no key
   *     is decoded or hashed: its partition follows from where it was).

@@ -40,11 +40,11 @@ final case class RepartitionSource(partitionId: Int, dir: String, committed: Che
   * a changed lineage), and a re-run writes another set.
   *
   * The rewrite is split into the independent groups of [[RepartitionGroups]]: when one partition count
-  * divides the other, each group (one old partition and the k new ones it feeds, or the k old partitions
-  * that fold into one new one) is written on its own, `threads` groups at a time, with only its own new
-  * stores open; when shrinking by a divisor no key is decoded or placed at all. Otherwise every key of every
-  * old partition is placed among all new ones by one reader, and the new stores commit and upload in
-  * parallel. The result is the same either way: the same keys in the same new partitions, each new store one
+  * divides the other, each group (one old partition and the k new ones it feeds, or the k old partitions that
+  * fold into one new one) is written on its own, `threads` groups at a time, with only its own new stores
+  * open; when shrinking by a divisor no key is decoded or placed at all. Otherwise every key of every old
+  * partition is placed among all new ones by one reader, and the new stores commit and upload in parallel.
+  * The result is the same either way: the same keys in the same new partitions, each new store one
   * fresh-start checkpoint.
   *
   * Only the default column family is moved; a store with others (transformWithState) is refused by name.
@@ -91,20 +91,29 @@ object StoreRepartitioner {
     val results = inParallel(groups, if (groups.size > 1) threads else 1) { group =>
       val place = if (groups.size > 1) placement.forAnotherThread else placement
       val commitThreads = if (groups.size > 1 || generalPathOnly) 1 else threads
-      write(operatorId, storeName, n, newDir, emptyVersion, crash, scratchRoot, group.newPartitions, commitThreads) {
-        (scratch, put) =>
-          group.oldPartitions.map(bySource).foreach { src =>
-            readOld(operatorId, storeName, src, scratch, clock) { (k, v) =>
-              val p = if (group.direct) group.newPartitions.head else place.partitionOf(k)
-              if (groups.size > 1 && !group.newPartitions.contains(p))
-                throw new IllegalStateException(
-                  s"operator $operatorId store $storeName: a key of old partition ${src.partitionId} belongs in " +
-                    s"new partition $p, which draws only from old partitions ${groups.find(_.newPartitions.contains(p)).map(_.oldPartitions.mkString(", ")).getOrElse("?")}: " +
-                    "the old state is not where Spark's shuffle puts its keys"
-                )
-              put(p, k, v)
-            }
+      write(
+        operatorId,
+        storeName,
+        n,
+        newDir,
+        emptyVersion,
+        crash,
+        scratchRoot,
+        group.newPartitions,
+        commitThreads
+      ) { (scratch, put) =>
+        group.oldPartitions.map(bySource).foreach { src =>
+          readOld(operatorId, storeName, src, scratch, clock) { (k, v) =>
+            val p = if (group.direct) group.newPartitions.head else place.partitionOf(k)
+            if (groups.size > 1 && !group.newPartitions.contains(p))
+              throw new IllegalStateException(
+                s"operator $operatorId store $storeName: a key of old partition ${src.partitionId} belongs in " +
+                  s"new partition $p, which draws only from old partitions ${groups.find(_.newPartitions.contains(p)).map(_.oldPartitions.mkString(", ")).getOrElse("?")}: " +
+                  "the old state is not where Spark's shuffle puts its keys"
+              )
+            put(p, k, v)
           }
+        }
       }
     }
     val ids = Array.fill[String](n)(null)
@@ -122,7 +131,13 @@ object StoreRepartitioner {
   /** Loads one old partition's committed checkpoint into a scratch directory and hands every row of its
     * default family to `row`; deletes the scratch copy after.
     */
-  private def readOld(operatorId: Long, storeName: String, src: RepartitionSource, scratch: File, clock: PhaseClock)(
+  private def readOld(
+      operatorId: Long,
+      storeName: String,
+      src: RepartitionSource,
+      scratch: File,
+      clock: PhaseClock
+  )(
       row: (Array[Byte], Array[Byte]) => Unit
   ): Unit =
     ToolStore.using(StoreRef(operatorId, src.partitionId, storeName, src.dir)) { tool =>
@@ -173,7 +188,12 @@ object StoreRepartitioner {
     try {
       parts.foreach { p =>
         val tool = new ToolStore(StoreRef(operatorId, p, storeName, newDir(p)))
-        opened += tool -> new LineageStore(tool.files, new File(scratch, s"new-$p"), StoreSettings.Default, crash)
+        opened += tool -> new LineageStore(
+          tool.files,
+          new File(scratch, s"new-$p"),
+          StoreSettings.Default,
+          crash
+        )
         opened.last._2.loadEmpty(emptyVersion)
       }
       val stores = opened.map(_._2).toIndexedSeq
@@ -209,7 +229,8 @@ object StoreRepartitioner {
   }
 
   /** `f` over `items`, `threads` at a time (in the calling thread when 1), results in order. Every item runs
-    * to its end before the first failure is rethrown, so no store is left half-written by an abandoned thread.
+    * to its end before the first failure is rethrown, so no store is left half-written by an abandoned
+    * thread.
     */
   private def inParallel[A, B](items: Seq[A], threads: Int)(f: A => B): Seq[B] =
     if (threads <= 1 || items.size <= 1) items.map(f)
