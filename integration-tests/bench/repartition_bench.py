@@ -82,7 +82,9 @@ def start_session(work: Path, s3: Any | None):
     import lineagestore
 
     counting = compile_counting_fs(work / "counting-classes")
-    jars = [str(find_jar())]
+    jar = work / find_jar().name  # a stable copy: a build may replace the jar while the benchmark runs
+    shutil.copy2(find_jar(), jar)
+    jars = [str(jar)]
     classpath = [str(counting)]
     if s3 is not None:
         from lineagestore.testing.s3 import s3a_jars
@@ -256,8 +258,9 @@ def lineagestore_migrate(spark, uri: str) -> dict[str, Any]:
 
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    io = runs[len(runs) // 2]["io"]
-    phases = (runs[len(runs) // 2]["out"] or {}).get("phasesMs")
+    middle = sorted(runs, key=lambda r: r["wall_s"])[len(runs) // 2]  # the median run's bytes and phases
+    io = middle["io"]
+    phases = (middle["out"] or {}).get("phasesMs")
     return {
         **({"phasesMs": phases} if phases else {}),
         "wall_s": round(statistics.median(r["wall_s"] for r in runs), 3),

@@ -105,12 +105,14 @@ object StoreRepartitioner {
         group.oldPartitions.map(bySource).foreach { src =>
           readOld(operatorId, storeName, src, scratch, clock) { (k, v) =>
             val p = if (group.direct) group.newPartitions.head else place.partitionOf(k)
-            if (groups.size > 1 && !group.newPartitions.contains(p))
+            if (groups.size > 1 && !group.newPartitions.contains(p)) {
+              val feeders = groups.find(_.newPartitions.contains(p)).map(_.oldPartitions.mkString(", "))
               throw new IllegalStateException(
                 s"operator $operatorId store $storeName: a key of old partition ${src.partitionId} belongs in " +
-                  s"new partition $p, which draws only from old partitions ${groups.find(_.newPartitions.contains(p)).map(_.oldPartitions.mkString(", ")).getOrElse("?")}: " +
+                  s"new partition $p, which draws only from old partitions ${feeders.getOrElse("(none)")}: " +
                   "the old state is not where Spark's shuffle puts its keys"
               )
+            }
             put(p, k, v)
           }
         }
