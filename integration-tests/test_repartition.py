@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from lineagestore import repartition as rp
-from lineagestore.checkpoint import CheckpointError, load, verify
+from lineagestore.checkpoint import CheckpointError, gc, load, verify
 from lineagestore.checkpoint_jvm import connect
 from lineagestore.testing.harness import PROVIDER_CLASSES
 
@@ -97,7 +97,8 @@ def _verify_clean(tools, checkpoint: Path) -> None:
 
 
 def test_dedup_then_aggregation_up_and_down(spark, tools, tmp_path):
-    """Two stateful operators (dropDuplicates, then groupBy count/sum): 3 -> 5 -> 2 partitions."""
+    """Two stateful operators (dropDuplicates, then groupBy count/sum): 3 -> 6 (a multiple: each old partition
+    grows alone) -> 4 (neither a multiple nor a divisor: every key placed among all)."""
 
     def build(q):
         return q.source("in").dropDuplicates(["k", "g", "v"]).groupBy("k", "g").agg(F.count("*"), F.sum("v"))
@@ -108,7 +109,7 @@ def test_dedup_then_aggregation_up_and_down(spark, tools, tmp_path):
     totals: dict[tuple, tuple[int, int]] = {}
     expected: dict[int, list[tuple]] = {}
     batch = 0
-    for step, partitions in enumerate([3, 5, None, 2, None]):
+    for step, partitions in enumerate([3, 6, None, 4, None]):
         if partitions is not None and step > 0:
             out = rp.repartition(tools, str(q.checkpoint), partitions)
             assert out["newPartitions"] == partitions and out["rowsMoved"] > 0
@@ -141,7 +142,8 @@ def test_dedup_then_aggregation_up_and_down(spark, tools, tmp_path):
 
 
 def test_stream_stream_join_up_and_down(spark, tools, tmp_path):
-    """An inner join's four stores per partition (keys: join key, join key + index): 3 -> 4 -> 2."""
+    """An inner join's four stores per partition (keys: join key, join key + index): 3 -> 4 -> 2 (a divisor:
+    pairs of old partitions fold into one without placing a key)."""
 
     def build(q):
         left = q.source("left").select(F.col("k").alias("lk"), F.col("g").alias("lg"), F.col("v").alias("lv"))
@@ -176,6 +178,35 @@ def test_stream_stream_join_up_and_down(spark, tools, tmp_path):
     )
     assert got == want
     _verify_clean(tools, q.checkpoint)
+
+    # partitions 2 and 3 are gone since batch 3 (the repartition to 2); batch 2 was the last to name their
+    # stores. gc keeps them while a retained batch (a restart point) needs them, then retires them whole.
+    kept = gc(tools, load(tools, str(q.checkpoint)), 3, 0, False)  # batches 2..4 retained
+    assert not [d for st in kept["stores"] for d in st["delete"] if "is retired" in d["reason"]]
+    done = gc(tools, load(tools, str(q.checkpoint)), 2, 0, True)  # batches 3..4: none names them
+    retired = [st for st in done["stores"] if st["partitionId"] >= 2]
+    assert len(retired) == 2 * 4  # two partitions, a join's four stores each
+    for st in retired:
+        files = [d for d in st["delete"] if not d["file"].startswith("shared/")]  # blobs: their own reason
+        assert files and all("is retired" in d["reason"] for d in files), st["delete"]
+    left = [f for part in (2, 3) for f in (q.checkpoint / "state" / "0" / str(part)).rglob("*.*")]
+    assert not [f for f in left if f.suffix in (".delta", ".zip", ".sst")], left
+    assert not done["errors"]
+    # the live partitions lost nothing they need: the query runs on, exactly
+    new_l, new_r = _rows(rnd, 12, keys=10), _rows(rnd, 12, keys=10)
+    q.add("left", new_l)
+    q.add("right", new_r)
+    lefts += new_l
+    rights += new_r
+    q.run()
+    got = Counter(r for rows in q.outputs.values() for r in rows)
+    want = Counter(
+        (a["k"], a["g"], a["v"], b["k"], b["g"], b["v"])
+        for a in lefts
+        for b in rights
+        if (a["k"], a["g"]) == (b["k"], b["g"])
+    )
+    assert got == want
 
 
 def test_refusals_name_the_cause(spark, tools, tmp_path):

@@ -200,3 +200,28 @@ def test_stream_limit_passes_every_byte_and_holds_a_connection_to_its_rate():
     assert bytes(got) == b"hello" + payload
     # 3 MB at 2 MB/s: the proxy paces the last byte no earlier than ~1.5 s after the first
     assert elapsed >= 1.4, elapsed
+
+
+@pytest.mark.skipif(shutil.which("javac") is None, reason="the counting filesystem is compiled with javac")
+def test_repartition_bench_smoke(tmp_path):
+    """repartition_bench.py --smoke: the aggregation state built by both providers, Spark's repartition
+    against lineagestore's (both of its paths) and a migration, 2000 keys on the counting local filesystem. The script itself fails when a repartition
+    loses or duplicates a key; here only the shape of its results is checked, never the figures."""
+    _jar_or_skip()
+    out = tmp_path / "repartition.json"
+    cmd = [sys.executable, str(HERE / "repartition_bench.py"), "--smoke", "--out", str(out)]
+    cmd += ["--work-dir", str(tmp_path / "work")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"repartition_bench.py failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    data = json.loads(out.read_text())
+    assert [(c["workload"], c["to"]) for c in data["cases"]] == [("agg", 3)]
+    for case in data["cases"]:
+        for tool in ("spark", "lineagestore", "lineagestore_general"):
+            figures = case[tool]
+            assert figures["wall_s"] > 0 and figures["bytes_read"] > 0 and figures["bytes_written"] > 0
+            assert figures["requests"]["PUT"] > 0
+        assert case["ratio"] > 0
+        assert {"loadOld", "readPlacePut", "commit", "uploadSnapshot"} <= set(
+            case["lineagestore"]["phasesMs"]
+        )
+    assert [m["workload"] for m in data["migrations"]] == ["agg"]

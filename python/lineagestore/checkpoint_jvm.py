@@ -195,7 +195,18 @@ class JvmTools:
             scratch_dir,
         )
 
-    def gc_store(self, store: Any, commit_log: str, retain: int, grace_ms: int, apply: bool) -> dict:
+    def gc_store(
+        self,
+        store: Any,
+        commit_log: str,
+        retain: int,
+        grace_ms: int,
+        apply: bool,
+        current_partitions: int = 0,
+        latest_batch: int = -1,
+    ) -> dict:
+        """``current_partitions``: the operator's partition count in the newest committed batch (0: unknown),
+        so that a store above it is retired once ``retain`` batches no longer name it (CleanupPlanner)."""
         return self._json(
             "gcStore",
             store.uri,
@@ -206,6 +217,8 @@ class JvmTools:
             retain,
             grace_ms,
             apply,
+            current_partitions,
+            latest_batch,
         )
 
     def clone_files(self, src: str, dst: str, rel_dir: str, names: list[str]) -> dict:
@@ -234,9 +247,17 @@ class JvmTools:
         sources: str,
         empty_version: int,
         placement: Any,
+        general_path_only: bool = False,
     ) -> dict:
         return self._json(
-            "repartitionStore", operator_dir, operator_id, store_name, sources, empty_version, placement
+            "repartitionStore",
+            operator_dir,
+            operator_id,
+            store_name,
+            sources,
+            empty_version,
+            placement,
+            general_path_only,
         )
 
 

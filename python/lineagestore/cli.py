@@ -128,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--no-progress",
         action="store_true",
-        help="no progress line on stderr (it is shown only when stderr is a terminal anyway)",
+        help="no progress bar on stderr (it is drawn only when stderr is a terminal anyway)",
     )
     sub = parser.add_subparsers(dest="command", metavar="<command>")
 
@@ -354,8 +354,12 @@ def main(argv: list[str] | None = None) -> int:
 
     from lineagestore.checkpoint import CheckpointError, Progress, to_uri
 
+    show_progress = (
+        not args.no_progress and sys.stderr.isatty() and os.environ.get("CI", "").lower() != "true"
+    )
+    progress = Progress(show_progress)
     if args.command == "migrate":
-        return cli_rescale.migrate_command(args, hadoop_conf)
+        return cli_rescale.migrate_command(args, hadoop_conf, progress)
     from lineagestore.checkpoint_jvm import (
         ENV_JARS,
         ENV_PACKAGES,
@@ -389,10 +393,6 @@ def main(argv: list[str] | None = None) -> int:
     repositories = split_list(*args.repositories, os.environ.get(ENV_REPOSITORIES))
     jars, packages = extras["--jars"], extras["--packages"]
 
-    show_progress = (
-        not args.no_progress and sys.stderr.isatty() and os.environ.get("CI", "").lower() != "true"
-    )
-    progress = Progress(show_progress)
     try:
         if getattr(args, "plot", None):
             require_matplotlib()  # fail before starting a JVM

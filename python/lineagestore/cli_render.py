@@ -1,4 +1,5 @@
-"""Text rendering of the ``lineagestore`` commands' reports (``inspect``, ``verify``, ``gc``, ``clone``).
+"""Text rendering of the ``lineagestore`` commands' reports (``inspect``, ``verify``, ``gc``, ``clone``,
+``repartition``); tables are drawn by ``rich`` on a terminal and stay plain text otherwise.
 
 Each ``render_<command>`` takes the JSON-able report the command computed (what ``--json`` prints) and returns
 the human-readable text; ``lineagestore.cli`` parses the arguments and runs the commands.
@@ -6,6 +7,10 @@ the human-readable text; ``lineagestore.cli`` parses the arguments and runs the 
 
 from __future__ import annotations
 
+import io
+import os
+import shutil
+import sys
 import textwrap
 from datetime import UTC, datetime
 
@@ -178,6 +183,30 @@ def render_inspect(r: dict) -> str:
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
+    """Columns aligned: drawn by ``rich`` to fit the terminal when stdout is one, else plain text (stable for
+    scripts that read it: columns separated by two spaces, no box, no colour)."""
+    if sys.stdout.isatty() and os.environ.get("CI", "").lower() != "true":
+        return _rich_table(header, rows)
+    return _plain_table(header, rows)
+
+
+def _rich_table(header: list[str], rows: list[list[str]]) -> str:
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="bold")
+    for h in header:
+        table.add_column(h, overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    # rendered to text here (the render_* functions return strings); the width is the terminal's
+    console = Console(file=io.StringIO(), width=shutil.get_terminal_size().columns, force_terminal=True)
+    console.print(table)
+    return console.file.getvalue().rstrip("\n")
+
+
+def _plain_table(header: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(x) for x in col) for col in zip(header, *rows, strict=False)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
     for row in rows:

@@ -26,7 +26,7 @@ def repartition_command(args: argparse.Namespace, tools: Any, progress: Any) -> 
     return 0
 
 
-def migrate_command(args: argparse.Namespace, hadoop_conf: dict[str, str]) -> int:
+def migrate_command(args: argparse.Namespace, hadoop_conf: dict[str, str], progress: Any) -> int:
     """Runs in a SparkSession of its own (local[1]): Spark's providers read the old state."""
     from pyspark.sql import SparkSession
 
@@ -39,11 +39,13 @@ def migrate_command(args: argparse.Namespace, hadoop_conf: dict[str, str]) -> in
         builder = builder.config(f"spark.hadoop.{k}", v)
     spark = lineagestore.configure(builder).getOrCreate()
     try:
-        result = migrate(spark, args.checkpoint, args.partitions)
+        result = migrate(spark, args.checkpoint, args.partitions, progress)
     except CheckpointError as e:
+        progress.finish()
         print(f"lineagestore migrate: error: {e}", file=sys.stderr)
         return 3
     finally:
+        progress.finish()
         spark.stop()
     if args.json:
         print(json.dumps(result, indent=2))

@@ -24,6 +24,7 @@ from typing import Any
 from lineagestore.checkpoint import CheckpointError, to_uri
 from lineagestore.checkpoint_jvm import connect
 from lineagestore.checkpoint_spark import FORMAT_KEY, LINEAGESTORE_PROVIDER, PROVIDER_KEY, SHUFFLE_PARTITIONS
+from lineagestore.progress import NO_PROGRESS, Progress
 from lineagestore.repartition import _operator_info, _read_log, _schema_jsons, offset_conf
 
 SPARK_PROVIDERS = (
@@ -36,7 +37,9 @@ def _batches(tools: Any, uri: str) -> list[int]:
     return sorted(int(e["name"]) for e in tools.list(uri) or [] if not e["dir"] and e["name"].isdigit())
 
 
-def migrate(spark: Any, path: str, partitions: int | None = None) -> dict[str, Any]:
+def migrate(
+    spark: Any, path: str, partitions: int | None = None, progress: Progress = NO_PROGRESS
+) -> dict[str, Any]:
     """Migrate the stopped query at ``path`` onto lineagestore (see the module doc)."""
     if partitions is not None and partitions <= 0:
         raise CheckpointError(f"partitions must be at least 1, got {partitions}")
@@ -69,11 +72,18 @@ def migrate(spark: Any, path: str, partitions: int | None = None) -> dict[str, A
         migration = spark._jvm.org.apache.spark.sql.execution.streaming.state.lineagestore.StateMigration
         ids: dict[str, list[list[str]]] = {}
         rows = 0
-        for op in sorted(int(e["name"]) for e in state if e["dir"] and e["name"].isdigit()):
+        operators = sorted(int(e["name"]) for e in state if e["dir"] and e["name"].isdigit())
+        infos_of: dict[int, dict[str, dict]] = {}
+        for op in operators:
+            infos_of[op] = _operator_info(tools, f"{uri}/state/{op}")
+            if not infos_of[op]:
+                raise CheckpointError(
+                    f"{uri}/state/{op}/_metadata/metadata is missing: the store names are unknown"
+                )
+        progress.start("migrate (stores)", sum(len(i) for i in infos_of.values()))
+        for op in operators:
             op_uri = f"{uri}/state/{op}"
-            infos = _operator_info(tools, op_uri)
-            if not infos:
-                raise CheckpointError(f"{op_uri}/_metadata/metadata is missing: the store names are unknown")
+            infos = infos_of[op]
             per_part: list[list[str]] = [[] for _ in range(n)]
             for name, info in infos.items():
                 sub = "" if name == "default" else f"/{name}"
@@ -109,7 +119,9 @@ def migrate(spark: Any, path: str, partitions: int | None = None) -> dict[str, A
                 rows += out["rowsRead"]
                 for p, uid in enumerate(out["uniqueIds"]):
                     per_part[p].append(uid)
+                progress.step(f"operator {op} {name}: {out['rowsRead']} rows")
             ids[str(op)] = per_part
+        progress.finish()
         version, rest = _read_log(tools, f"{uri}/offsets/{last}")
         meta = json.loads(rest[0])
         meta.setdefault("conf", {}).update(

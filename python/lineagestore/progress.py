@@ -1,54 +1,85 @@
-"""A one-line progress indicator for the ``lineagestore`` commands (moved out of ``checkpoint``)."""
+"""Progress of the ``lineagestore`` commands on stderr, drawn by ``rich``: a bar with done/total, percentage,
+rate, elapsed time and ETA, and the current item; silent when disabled (stderr not a terminal,
+``--no-progress``, ``CI=true``), so that piped and logged output stays plain."""
 
 from __future__ import annotations
 
 import sys
-from typing import TextIO
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    ProgressColumn,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.progress import Progress as RichProgress
+from rich.text import Text
+
+
+class _RateColumn(ProgressColumn):
+    """Items per second (stores, files: whatever the command counts), from rich's own speed estimate."""
+
+    def render(self, task: Any) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text("" if speed is None else f"{speed:.1f}/s", style="progress.data.speed")
 
 
 class Progress:
-    """A one-line progress indicator on stderr (``label 3/8 detail``), redrawn in place; silent when
-    disabled (not a terminal, ``--no-progress``, ``CI=true``)."""
+    """The commands' progress: ``start(label, total)``, ``step(detail, n)`` per item done, ``note(text)`` for a
+    line printed above the bar, ``finish()`` (removes the bar). ``stream`` defaults to stderr."""
 
     def __init__(self, enabled: bool, stream: TextIO | None = None):
         self.enabled = enabled
         self.stream = stream or sys.stderr
-        self._label = ""
-        self._total = 0
-        self._done = 0
-        self._width = 0
+        self._bar: RichProgress | None = None
+        self._task: Any = None
+
+    def _console(self) -> Console:
+        # a terminal's width when drawing to one; 100 columns into anything else (tests' buffers)
+        return Console(file=self.stream, force_terminal=True, width=None if self.stream.isatty() else 100)
 
     def start(self, label: str, total: int) -> None:
-        self._label, self._total, self._done = label, total, 0
-        self._draw("")
+        if not self.enabled:
+            return
+        self.finish()
+        self._bar = RichProgress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(bar_width=24),
+            MofNCompleteColumn(),
+            TaskProgressColumn(),
+            _RateColumn(),
+            TimeElapsedColumn(),
+            TextColumn("eta"),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[detail]}", style="dim"),
+            console=self._console(),
+            transient=True,  # the bar goes when the work is done: the report follows on stdout
+        )
+        self._task = self._bar.add_task(label, total=total or None, detail="")
+        self._bar.start()
 
     def step(self, detail: str = "", n: int = 1) -> None:
-        self._done += n
-        self._draw(detail)
+        if self._bar is not None:
+            self._bar.update(self._task, advance=n, detail=detail)
 
     def note(self, text: str) -> None:
-        if self.enabled:
-            self._clear()
+        if not self.enabled:
+            return
+        if self._bar is not None:
+            self._bar.console.print(text, markup=False, highlight=False)
+        else:
             self.stream.write(text + "\n")
             self.stream.flush()
 
     def finish(self) -> None:
-        if self.enabled and self._width:
-            self._clear()
-
-    def _clear(self) -> None:
-        self.stream.write("\r" + " " * self._width + "\r")
-        self._width = 0
-
-    def _draw(self, detail: str) -> None:
-        if not self.enabled:
-            return
-        pct = f"{100 * self._done // self._total:3d}%" if self._total else ""
-        line = f"{self._label} {self._done}/{self._total} {pct} {detail}"[:110]
-        pad = max(0, self._width - len(line))
-        self.stream.write("\r" + line + " " * pad)
-        self.stream.flush()
-        self._width = len(line)
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = self._task = None
 
 
 NO_PROGRESS = Progress(False)

@@ -225,9 +225,12 @@ def repartition(
     dry_run: bool = False,
     progress: Progress = NO_PROGRESS,
     crash_at: str | None = None,
+    general_path_only: bool = False,
 ) -> dict[str, Any]:
     """Repartition the stopped query at ``path`` to ``partitions``; see the module doc. ``crash_at`` (tests
-    only) is one of :data:`STEPS`: :class:`InjectedCrash` is raised there."""
+    only) is one of :data:`STEPS`: :class:`InjectedCrash` is raised there. ``general_path_only`` (benchmarks
+    only) turns off the grouped, parallel rewrite for multiples and divisors (``StoreRepartitioner``), to
+    measure what it gains; the result is the same."""
     if crash_at is not None and crash_at not in STEPS:
         raise ValueError(f"unknown step {crash_at!r}; steps: {', '.join(STEPS)}")
 
@@ -242,6 +245,7 @@ def repartition(
         return result
     new_ids: dict[str, list[list[str | None]]] = {}
     rows = 0
+    phases: dict[str, int] = {}
     progress.start("repartition", len(p.stores))
     for s in p.stores:
         placement = tools.key_placement(
@@ -255,8 +259,11 @@ def repartition(
             sources,
             p.last_batch + 1,
             placement,
+            general_path_only,
         )
         rows += out["rowsRead"]
+        for name, ms in out.get("phasesMs", {}).items():
+            phases[name] = phases.get(name, 0) + ms
         per_part = new_ids.setdefault(str(s.operator_id), [[] for _ in range(partitions)])
         for part, uid in enumerate(out["uniqueIds"]):
             per_part[part].append(uid)
@@ -278,6 +285,7 @@ def repartition(
         f"{p.uri}/commits/{new_batch}", f"{version}\n" + json.dumps(commit, separators=(",", ":")), False
     )
     result["rowsMoved"] = rows
+    result["phasesMs"] = phases  # where the time went, summed over stores and threads
     return result
 
 

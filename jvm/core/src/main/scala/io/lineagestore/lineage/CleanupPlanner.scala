@@ -42,6 +42,9 @@ object CleanupRefusal {
   * @param mayDeleteBlobs
   *   false while a snapshot upload of this store is in flight in this process: its new blobs are referenced
   *   by no zip yet. Expired snapshots then stay too (their indexes say which blobs they leave unreferenced).
+  * @param retired
+  *   the store's partition no longer exists and no batch Spark retains names it ([[CleanupPlanner.retired]]):
+  *   nothing of its committed lineage is retained
   */
 final case class CleanupInput(
     lineage: CommittedLineage,
@@ -51,7 +54,8 @@ final case class CleanupInput(
     sharedListing: Option[Seq[SharedBlob]],
     mayDeleteBlobs: Boolean,
     nowMs: Long,
-    graceMs: Long
+    graceMs: Long,
+    retired: Boolean = false
 )
 
 /** The deletions of one clean-up, in the order they must run (see [[CleanupPlanner]]). `blobsDecided` is
@@ -83,6 +87,22 @@ final case class CleanupDecision(
   */
 object CleanupPlanner {
 
+  /** Whether a store is retired: a repartition shrank its operator below its partition (`partitionId >=
+    * currentPartitions`, the count the newest committed batch names) and the newest batch naming the store,
+    * `lastNamedBatch`, has left the window of batches Spark retains (`retainBatches` up to `latestBatch`), so
+    * no restart, not even from an older retained batch, reads it again. Its files then go like any expired
+    * version's (see [[decide]]); until then they stay, because restarting from a batch before the repartition
+    * needs them.
+    */
+  def retired(
+      partitionId: Int,
+      currentPartitions: Int,
+      lastNamedBatch: Long,
+      latestBatch: Long,
+      retainBatches: Int
+  ): Boolean =
+    currentPartitions > 0 && partitionId >= currentPartitions && lastNamedBatch <= latestBatch - retainBatches
+
   /** Whether `lineage` reaches far enough down for retention to decide: to a committed snapshot at or below
     * the oldest retained version (below it nothing else is needed). The walk ends by itself at version 1 and
     * at a fresh start.
@@ -106,17 +126,20 @@ object CleanupPlanner {
       CleanupDecision(Some(why), None, Nil, Nil, Nil, Nil, blobsDecided = false, Nil)
     val head = lineage.head.getOrElse(return refuse(CleanupRefusal.NoHead))
     if (lineage.conflicts.nonEmpty) return refuse(CleanupRefusal.Inconsistent(lineage.conflicts))
-    if (input.existingIsListing && !input.existing.exists(_.id == head))
+    // a retired store's head may already be gone (an earlier clean-up stopped part-way): nothing is retained
+    if (!input.retired && input.existingIsListing && !input.existing.exists(_.id == head))
       return refuse(CleanupRefusal.HeadMissing(head))
 
     val plan =
-      RetentionPlanner.plan(
-        head,
-        lineage.committed,
-        input.existing,
-        input.minVersionsToRetain,
-        lineage.freshStart
-      )
+      if (input.retired) RetentionPlanner.retire(head, input.existing)
+      else
+        RetentionPlanner.plan(
+          head,
+          lineage.committed,
+          input.existing,
+          input.minVersionsToRetain,
+          lineage.freshStart
+        )
     val (expiredZips, deltas) = plan.delete.partition(_.kind == CheckpointId.Snapshot)
     val zips = if (input.mayDeleteBlobs) expiredZips else Nil
     val warnings = Seq.newBuilder[String] ++= lineage.errors

@@ -79,4 +79,18 @@ object RetentionPlanner {
     val retainedSnapshots = existing.filter(f => f.kind == Snapshot && !deleted(f)).map(_.id)
     RetentionPlan(oldestRetained, snapshotBase, delete.sortBy(f => (f.id.version, f.name)), retainedSnapshots)
   }
+
+  /** A retired store ([[CleanupPlanner.retired]]): every file up to its committed `head` goes, snapshots
+    * included; files above it stay (they belong to no batch Spark has committed: a repartition that grows the
+    * operator again may be writing them right now, and they are the next clean-up's to judge).
+    */
+  def retire(head: CheckpointId, existing: Seq[CheckpointFile]): RetentionPlan = {
+    val (delete, keep) = existing.partition(_.id.version <= head.version)
+    RetentionPlan(
+      head.version + 1,
+      CheckpointId.Empty,
+      delete.sortBy(f => (f.id.version, f.name)),
+      keep.filter(_.kind == Snapshot).map(_.id).sortBy(_.version)
+    )
+  }
 }

@@ -5,7 +5,7 @@ import java.nio.charset.StandardCharsets.UTF_8
 
 import org.apache.hadoop.fs.Path
 
-import io.lineagestore.lineage.{CheckpointId, CommitLogEntry}
+import io.lineagestore.lineage.{CheckpointId, CleanupPlanner, CommitLogEntry}
 import io.lineagestore.storage.HadoopBlobStore.wrapAccess
 import io.lineagestore.tools.Json._
 
@@ -147,17 +147,19 @@ object CheckpointTools {
       commitLog: String,
       retain: Int,
       graceMs: Long,
-      apply: Boolean
+      apply: Boolean,
+      currentPartitions: Int, // of this operator in the newest committed batch (0: unknown)
+      latestBatch: Long
   ): String =
     ToolStore.using(StoreRef(operatorId, partitionId, storeName, dir)) { s =>
+      val log = CommitLogEntry.parseLines(commitLog)
+      val retirement = log.map(_.batchId).maxOption.collect {
+        case last if CleanupPlanner.retired(partitionId, currentPartitions, last, latestBatch, retain) =>
+          s"partition $partitionId is retired: operator $operatorId has $currentPartitions partitions in batch " +
+            s"$latestBatch and no retained batch names this store (the last was $last)"
+      }
       val plan =
-        StoreCleaner.plan(
-          s,
-          CommitLogEntry.parseLines(commitLog),
-          retain,
-          graceMs,
-          System.currentTimeMillis()
-        )
+        StoreCleaner.plan(s, log, retain, graceMs, System.currentTimeMillis(), retirement)
       val errors = if (apply && plan.refused.isEmpty) StoreCleaner.apply(s, plan) else Nil
       plan.toJson(applied = apply && plan.refused.isEmpty, errors).render
     }
@@ -193,7 +195,8 @@ object CheckpointTools {
       storeName: String,
       sources: String,
       emptyVersion: Long,
-      placement: KeyPlacement
+      placement: KeyPlacement,
+      generalPathOnly: Boolean
   ): String = {
     val parsed = Option(sources).getOrElse("").split("\n").toSeq.map(_.trim).filter(_.nonEmpty).map { line =>
       line.split(" ", 4) match {
@@ -208,12 +211,15 @@ object CheckpointTools {
       parsed,
       p => s"${operatorDir.stripSuffix("/")}/$p$suffix",
       emptyVersion,
-      placement
+      placement,
+      generalPathOnly = generalPathOnly
     )
     obj(
       "uniqueIds" -> strs(r.uniqueIds),
       "rowsRead" -> r.rowsRead,
-      "rowsPerPartition" -> arr(r.rowsPerPartition.map(Num))
+      "rowsPerPartition" -> arr(r.rowsPerPartition.map(Num)),
+      "groups" -> r.groups,
+      "phasesMs" -> Obj(r.phasesMs.toSeq.sortBy(_._1).map { case (k, v) => k -> (Num(v): Json) })
     ).render
   }
 }

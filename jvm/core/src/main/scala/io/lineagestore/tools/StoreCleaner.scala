@@ -66,7 +66,8 @@ object StoreCleaner {
       log: Seq[CommitLogEntry],
       retain: Int,
       graceMs: Long,
-      nowMs: Long
+      nowMs: Long,
+      retirement: Option[String] = None
   ): CleanupPlan = {
     require(retain >= 1, s"versions to retain must be >= 1, got $retain")
     val files = store.files
@@ -86,7 +87,8 @@ object StoreCleaner {
       Some(shared),
       mayDeleteBlobs = true, // an upload in flight elsewhere is protected by the grace period
       nowMs,
-      graceMs
+      graceMs,
+      retired = retirement.isDefined
     )
     def blobsOf(id: CheckpointId): Either[String, Set[String]] =
       Try(files.readSnapshotIndex(id).sharedBlobs).toEither.left.map(e =>
@@ -120,7 +122,7 @@ object StoreCleaner {
     val head = lineage.head.get
     val plan = decision.retention.get
 
-    def reason(f: CheckpointFile): String = {
+    def reason(f: CheckpointFile): String = retirement.getOrElse {
       val base = plan.snapshotBase.version
       val window =
         if (plan.oldestRetained == head.version) s"version ${head.version}"

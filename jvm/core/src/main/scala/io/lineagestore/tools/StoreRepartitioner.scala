@@ -3,6 +3,10 @@ package io.lineagestore.tools
 import java.io.File
 import java.nio.file.Files
 import java.util.UUID
+import java.util.concurrent.{Callable, Executors, ThreadFactory}
+import java.util.concurrent.atomic.AtomicLong
+
+import scala.jdk.CollectionConverters._
 
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.store.{ColumnFamilies, CrashPoints, LineageStore, LocalDirectories, StoreSettings}
@@ -16,6 +20,11 @@ import io.lineagestore.store.{ColumnFamilies, CrashPoints, LineageStore, LocalDi
 trait KeyPlacement {
   def partitions: Int
   def partitionOf(key: Array[Byte]): Int
+
+  /** A placement for another thread (the rewrite places keys of independent groups in parallel): a new
+    * instance when this one keeps state between calls, as Spark's evaluated expression does; `this` when not.
+    */
+  def forAnotherThread: KeyPlacement = this
 }
 
 /** What one store name of one operator had in each old partition: the committed checkpoint to read. */
@@ -30,11 +39,31 @@ final case class RepartitionSource(partitionId: Int, dir: String, committed: Che
   * IDs, so until Spark's commit log names them they are unreferenced (a crash leaves orphans for `gc`, never
   * a changed lineage), and a re-run writes another set.
   *
+  * The rewrite is split into the independent groups of [[RepartitionGroups]]: when one partition count
+  * divides the other, each group (one old partition and the k new ones it feeds, or the k old partitions that
+  * fold into one new one) is written on its own, `threads` groups at a time, with only its own new stores
+  * open; when shrinking by a divisor no key is decoded or placed at all. Otherwise every key of every old
+  * partition is placed among all new ones by one reader, and the new stores commit and upload in parallel.
+  * The result is the same either way: the same keys in the same new partitions, each new store one
+  * fresh-start checkpoint.
+  *
   * Only the default column family is moved; a store with others (transformWithState) is refused by name.
   */
 object StoreRepartitioner {
 
-  final case class Result(uniqueIds: Seq[String], rowsRead: Long, rowsPerPartition: Seq[Long])
+  /** `phasesMs`: time spent loading the old checkpoints, reading and placing their rows into the new stores,
+    * committing the new stores (delta, local apply, snapshot freeze) and uploading their snapshots, summed
+    * over threads; `groups`: how many independent groups the rewrite had.
+    */
+  final case class Result(
+      uniqueIds: Seq[String],
+      rowsRead: Long,
+      rowsPerPartition: Seq[Long],
+      phasesMs: Map[String, Long] = Map.empty,
+      groups: Int = 1
+  )
+
+  val DefaultThreads: Int = math.max(1, math.min(4, Runtime.getRuntime.availableProcessors()))
 
   /** `newDir(p)` is the directory of new partition `p` (Spark's layout, the same operator). `crash` reaches
     * the new stores' commit and upload steps (the steps between Spark's files are the caller's).
@@ -47,36 +76,99 @@ object StoreRepartitioner {
       emptyVersion: Long,
       placement: KeyPlacement,
       crash: CrashPoints = CrashPoints.None,
-      scratchRoot: File = new File(System.getProperty("java.io.tmpdir"))
-  ): Result =
-    write(operatorId, storeName, placement.partitions, newDir, emptyVersion, crash, scratchRoot) {
-      (scratch, put) =>
-        sources.foreach { src =>
-          ToolStore.using(StoreRef(operatorId, src.partitionId, storeName, src.dir)) { tool =>
-            val oldDir = new File(scratch, s"old-${src.partitionId}")
-            val old = new LineageStore(tool.files, oldDir, StoreSettings.Default)
-            try {
-              old.load(src.committed)
-              val others = old.columnFamilies.names - ColumnFamilies.DefaultName
-              if (others.nonEmpty)
-                throw new UnsupportedOperationException(
-                  s"${tool.ref} has column families ${others.toSeq.sorted.mkString(", ")} " +
-                    "(transformWithState): repartition moves only stores with the default family; keep the " +
-                    "partition count of this query"
-                )
-              val cf = old.columnFamilies.idOf(ColumnFamilies.DefaultName).get
-              val it = old.scan(cf, Array.emptyByteArray, null)
-              try it.foreach { case (k, v) => put(placement.partitionOf(k), k, v) }
-              finally it.close()
-            } finally old.close()
-            LocalDirectories.deleteRecursively(oldDir)
+      scratchRoot: File = new File(System.getProperty("java.io.tmpdir")),
+      threads: Int = DefaultThreads,
+      generalPathOnly: Boolean = false // measurement only: one group, every key placed, one thread
+  ): Result = {
+    val n = placement.partitions
+    val bySource = sources.map(s => s.partitionId -> s).toMap
+    val complete = bySource.keySet == (0 until sources.size).toSet
+    // groups need every old partition 0 until oldN; anything else is placed the general way
+    val groups =
+      if (complete && !generalPathOnly) RepartitionGroups.plan(sources.size, n)
+      else Seq(RepartitionGroup(sources.map(_.partitionId), 0 until n, direct = false))
+    val clock = new PhaseClock
+    val results = inParallel(groups, if (groups.size > 1) threads else 1) { group =>
+      val place = if (groups.size > 1) placement.forAnotherThread else placement
+      val commitThreads = if (groups.size > 1 || generalPathOnly) 1 else threads
+      write(
+        operatorId,
+        storeName,
+        n,
+        newDir,
+        emptyVersion,
+        crash,
+        scratchRoot,
+        group.newPartitions,
+        commitThreads
+      ) { (scratch, put) =>
+        group.oldPartitions.map(bySource).foreach { src =>
+          readOld(operatorId, storeName, src, scratch, clock) { (k, v) =>
+            val p = if (group.direct) group.newPartitions.head else place.partitionOf(k)
+            if (groups.size > 1 && !group.newPartitions.contains(p)) {
+              val feeders = groups.find(_.newPartitions.contains(p)).map(_.oldPartitions.mkString(", "))
+              throw new IllegalStateException(
+                s"operator $operatorId store $storeName: a key of old partition ${src.partitionId} belongs in " +
+                  s"new partition $p, which draws only from old partitions ${feeders.getOrElse("(none)")}: " +
+                  "the old state is not where Spark's shuffle puts its keys"
+              )
+            }
+            put(p, k, v)
           }
         }
+      }
+    }
+    val ids = Array.fill[String](n)(null)
+    val counts = Array.fill(n)(0L)
+    groups.zip(results).foreach { case (g, r) =>
+      g.newPartitions.zipWithIndex.foreach { case (p, i) =>
+        ids(p) = r.uniqueIds(i)
+        counts(p) = r.rowsPerPartition(i)
+      }
+    }
+    val phases = results.flatMap(_.phasesMs).groupMapReduce(_._1)(_._2)(_ + _) ++ clock.snapshot
+    Result(ids.toSeq, counts.sum, counts.toSeq, phases, groups.size)
+  }
+
+  /** Loads one old partition's committed checkpoint into a scratch directory and hands every row of its
+    * default family to `row`; deletes the scratch copy after.
+    */
+  private def readOld(
+      operatorId: Long,
+      storeName: String,
+      src: RepartitionSource,
+      scratch: File,
+      clock: PhaseClock
+  )(
+      row: (Array[Byte], Array[Byte]) => Unit
+  ): Unit =
+    ToolStore.using(StoreRef(operatorId, src.partitionId, storeName, src.dir)) { tool =>
+      val oldDir = new File(scratch, s"old-${src.partitionId}")
+      val old = new LineageStore(tool.files, oldDir, StoreSettings.Default)
+      try {
+        clock.time("loadOld")(old.load(src.committed))
+        val others = old.columnFamilies.names - ColumnFamilies.DefaultName
+        if (others.nonEmpty)
+          throw new UnsupportedOperationException(
+            s"${tool.ref} has column families ${others.toSeq.sorted.mkString(", ")} " +
+              "(transformWithState): repartition moves only stores with the default family; keep the " +
+              "partition count of this query"
+          )
+        val cf = old.columnFamilies.idOf(ColumnFamilies.DefaultName).get
+        clock.time("readPlacePut") {
+          val it = old.scan(cf, Array.emptyByteArray, null)
+          try it.foreach { case (k, v) => row(k, v) }
+          finally it.close()
+        }
+      } finally old.close()
+      LocalDirectories.deleteRecursively(oldDir)
     }
 
-  /** Opens one empty store per new partition (standing at `emptyVersion`), lets `feed` put every row with its
-    * partition (it gets a scratch directory and the put), then commits each store once and uploads its
-    * snapshot. The rewrite of a lineagestore checkpoint and the migration of another provider's share it.
+  /** Opens one empty store per new partition in `targets` (all `n` when null; each standing at
+    * `emptyVersion`), lets `feed` put every row with its partition (it gets a scratch directory and the put),
+    * then commits each store once and uploads its snapshot, `commitThreads` stores at a time. The rewrite of
+    * a lineagestore checkpoint and the migration of another provider's share it. The result lists the
+    * targets' unique IDs and row counts in the order of `targets`.
     */
   def write(
       operatorId: Long,
@@ -85,43 +177,96 @@ object StoreRepartitioner {
       newDir: Int => String,
       emptyVersion: Long,
       crash: CrashPoints,
-      scratchRoot: File
+      scratchRoot: File,
+      targets: Seq[Int] = null,
+      commitThreads: Int = 1
   )(feed: (File, (Int, Array[Byte], Array[Byte]) => Unit) => Unit): Result = {
     require(n > 0, s"the new partition count must be positive, got $n")
+    val parts = Option(targets).getOrElse(0 until n)
+    val slot = parts.zipWithIndex.toMap
+    val clock = new PhaseClock
     val scratch = Files.createTempDirectory(scratchRoot.toPath, "lineagestore-repartition-").toFile
-    val targets = (0 until n).map { p =>
-      val tool = new ToolStore(StoreRef(operatorId, p, storeName, newDir(p)))
-      val store = new LineageStore(tool.files, new File(scratch, s"new-$p"), StoreSettings.Default, crash)
-      store.loadEmpty(emptyVersion)
-      (tool, store)
-    }
+    val opened = scala.collection.mutable.ArrayBuffer.empty[(ToolStore, LineageStore)]
     try {
-      val counts = Array.fill(n)(0L)
+      parts.foreach { p =>
+        val tool = new ToolStore(StoreRef(operatorId, p, storeName, newDir(p)))
+        opened += tool -> new LineageStore(
+          tool.files,
+          new File(scratch, s"new-$p"),
+          StoreSettings.Default,
+          crash
+        )
+        opened.last._2.loadEmpty(emptyVersion)
+      }
+      val stores = opened.map(_._2).toIndexedSeq
+      val counts = Array.fill(parts.size)(0L)
       val cf = ColumnFamilies.DefaultId
       feed(
         scratch,
         (p, k, v) => {
-          if (p < 0 || p >= n)
+          val i = slot.getOrElse(
+            p,
             throw new IllegalStateException(
               s"placement put a key of operator $operatorId store $storeName in partition $p of $n"
             )
-          targets(p)._2.put(cf, k, v)
-          counts(p) += 1
+          )
+          stores(i).put(cf, k, v)
+          counts(i) += 1
         }
       )
-      val ids = targets.map { case (_, store) =>
-        val id = store.commit(UUID.randomUUID().toString)
+      val ids = inParallel(stores, commitThreads) { store =>
+        val id = clock.time("commit")(store.commit(UUID.randomUUID().toString))
         // the fresh start froze a snapshot: upload it now, the store has no maintenance thread
-        store.uploadSnapshots()
+        clock.time("uploadSnapshot")(store.uploadSnapshots())
         id.uniqueId
       }
-      Result(ids, counts.sum, counts.toSeq)
+      Result(ids, counts.sum, counts.toSeq, clock.snapshot)
     } finally {
-      targets.foreach { case (tool, store) =>
+      opened.foreach { case (tool, store) =>
         try store.close()
         finally tool.close()
       }
       LocalDirectories.deleteRecursively(scratch)
     }
+  }
+
+  /** `f` over `items`, `threads` at a time (in the calling thread when 1), results in order. Every item runs
+    * to its end before the first failure is rethrown, so no store is left half-written by an abandoned
+    * thread.
+    */
+  private def inParallel[A, B](items: Seq[A], threads: Int)(f: A => B): Seq[B] =
+    if (threads <= 1 || items.size <= 1) items.map(f)
+    else {
+      val pool = Executors.newFixedThreadPool(
+        math.min(threads, items.size),
+        new ThreadFactory {
+          private val count = new AtomicLong
+          override def newThread(r: Runnable): Thread = {
+            val t = new Thread(r, s"lineagestore-repartition-${count.incrementAndGet()}")
+            t.setDaemon(true)
+            t
+          }
+        }
+      )
+      try {
+        val futures = pool.invokeAll(items.map(a => (() => f(a)): Callable[B]).asJava).asScala.toSeq
+        val outcomes = futures.map(fu => scala.util.Try(fu.get()))
+        outcomes.collectFirst { case scala.util.Failure(e) => e } match {
+          case Some(e: java.util.concurrent.ExecutionException) => throw e.getCause
+          case Some(e)                                          => throw e
+          case None                                             => outcomes.map(_.get)
+        }
+      } finally pool.shutdownNow()
+    }
+
+  /** Milliseconds per phase, added from any thread. */
+  private final class PhaseClock {
+    private val ms = new java.util.concurrent.ConcurrentHashMap[String, AtomicLong]
+    def time[T](phase: String)(body: => T): T = {
+      val t0 = System.nanoTime()
+      try body
+      finally ms.computeIfAbsent(phase, _ => new AtomicLong).addAndGet((System.nanoTime() - t0) / 1000000)
+    }
+    def snapshot: Map[String, Long] = ms.asScala.map { case (k, v) => k -> v.get }.toMap
   }
 }

@@ -159,4 +159,34 @@ class CleanupPlannerSuite extends AnyFunSuite {
       decision.zips.foreach(z => assert(decision.blobs.map(_._1).contains(s"own-${z.id.version}")))
     }
   }
+
+  test("a store above a shrunk partition count retires once no retained batch names it") {
+    // operator shrank to 4 partitions; store of partition 5 last named by batch 9
+    assert(!CleanupPlanner.retired(5, 4, lastNamedBatch = 9, latestBatch = 11, retainBatches = 3)) // 9..11
+    assert(CleanupPlanner.retired(5, 4, lastNamedBatch = 9, latestBatch = 12, retainBatches = 3)) // 10..12
+    assert(!CleanupPlanner.retired(3, 4, lastNamedBatch = 9, latestBatch = 100, retainBatches = 3)) // exists
+    assert(!CleanupPlanner.retired(5, 0, lastNamedBatch = 9, latestBatch = 100, retainBatches = 3)) // unknown
+    // retired: everything up to the head goes, snapshots and their blobs too; an attempt above the head (a
+    // repartition growing the operator again, in flight) stays, and so does a young unreferenced blob
+    val existing =
+      Seq(d(c(8)), z(c(8)), d(c(9)), d(c(10)), d(CheckpointId(12, "new")), z(CheckpointId(12, "new")))
+    val lineage = CommittedLineage(Some(c(10)), Map(8L -> "w8", 9L -> "w9", 10L -> "w10"))
+    val listing = Seq(SharedBlob("a.sst", 1, 0), SharedBlob("b.sst", 1, 0), SharedBlob("young.sst", 1, 9500))
+    val blobs = Map(c(8) -> Set("a.sst"), CheckpointId(12, "new") -> Set("b.sst"))
+    val decision = CleanupPlanner.decide(
+      input(lineage, existing, listing = Some(listing), isListing = true).copy(retired = true),
+      blobsFrom(blobs)
+    )
+    assert(decision.refused.isEmpty)
+    assert(decision.zips == Seq(z(c(8))))
+    assert(decision.deltas == Seq(d(c(8)), d(c(9)), d(c(10))))
+    assert(decision.blobs.map(_._1) == Seq("a.sst"))
+    assert(decision.youngOrphans.map(_.name) == Seq("young.sst"))
+    // its head already deleted by an earlier clean-up that stopped part-way: not refused
+    val rest = CleanupPlanner.decide(
+      input(lineage, existing.filterNot(_.id == c(10)), isListing = true).copy(retired = true),
+      blobsFrom(blobs)
+    )
+    assert(rest.refused.isEmpty && rest.deltas == Seq(d(c(8)), d(c(9))))
+  }
 }

@@ -316,11 +316,35 @@ class CheckpointToolsSuite extends AnyFunSuite with BeforeAndAfterEach {
       log.map(e => s"${e.batchId} ${e.id.version} ${e.id.uniqueId}").mkString("\n"),
       1,
       0L,
-      true
+      true,
+      0,
+      -1L
     )
     assert(json.contains(""""refused": "the committed lineage is inconsistent"""))
     assert(json.contains(""""delete": []""") && json.contains(""""applied": false"""))
     assert(storeFiles.contains(c(1).deltaFileName))
+  }
+
+  test("gc retires a store above a shrunk partition count once no retained batch names it, and only then") {
+    // batches 0..5 name this store; it is addressed as partition 2 of an operator that has 2 partitions since
+    // a repartition at batch 6
+    val log = writeStore()
+    val text = log.map(e => s"${e.batchId} ${e.id.version} ${e.id.uniqueId}").mkString("\n")
+    def gc(latest: Long, retain: Int, apply: Boolean) =
+      CheckpointTools.gcStore(ref.dir, 0, 2, "default", text, retain, 0L, apply, 2, latest)
+    // batch 6 (the repartition) and 7 are retained with retain 3: batch 5 still is, nothing retires
+    val kept = gc(latest = 7, retain = 3, apply = false)
+    assert(!kept.contains("is retired"), kept)
+    assert(!kept.contains(s""""file": "${c(6).deltaFileName}""""), kept)
+    // with retain 2 (batches 6, 7) no retained batch names the store: every file of it goes
+    val retired = gc(latest = 7, retain = 2, apply = true)
+    assert(retired.contains("partition 2 is retired: operator 0 has 2 partitions in batch 7"), retired)
+    assert(retired.contains(""""applied": true"""))
+    assert(storeFiles.filter(n => n.endsWith(".delta") || n.endsWith(".zip")).isEmpty, storeFiles)
+    assert(sharedDir.list().toSet.filterNot(_.startsWith(".")).isEmpty)
+    // a second run, with the head already gone, is not refused and finds nothing more
+    val again = gc(latest = 8, retain = 2, apply = true)
+    assert(again.contains(""""delete": []""") && !again.contains(""""refused": "the"""), again)
   }
 
   test("clone hard-links immutable state files (with their .crc) and copies everything else") {

@@ -50,31 +50,66 @@ class StoreRepartitionerSuite extends AnyFunSuite with BeforeAndAfterEach {
       } finally s.close()
     }
 
-  for ((oldN, newN) <- Seq(3 -> 5, 4 -> 2, 2 -> 4)) test(s"$oldN -> $newN: every key once, where placed") {
-    val keys = 60
-    val sources = writeOld(oldN, keys)
-    val r = StoreRepartitioner.run(0, "default", sources, dir, 2, byLastByte(newN), scratchRoot = tmp)
-    assert(r.rowsRead == keys)
-    assert(r.uniqueIds.size == newN && r.uniqueIds.distinct.size == newN)
-    val all = (0 until newN).map(p => p -> readNew(p, CheckpointId(3, r.uniqueIds(p))))
-    all.foreach { case (p, rows) =>
-      assert(rows.keySet.forall(_ % newN == p), s"partition $p: ${rows.keySet}")
+  for ((oldN, newN) <- Seq(3 -> 5, 4 -> 2, 2 -> 4, 2 -> 6, 6 -> 3))
+    test(s"$oldN -> $newN: every key once, where placed") {
+      val keys = 60
+      val sources = writeOld(oldN, keys)
+      val r = StoreRepartitioner.run(0, "default", sources, dir, 2, byLastByte(newN), scratchRoot = tmp)
+      assert(r.rowsRead == keys)
+      assert(r.uniqueIds.size == newN && r.uniqueIds.distinct.size == newN)
+      val all = (0 until newN).map(p => p -> readNew(p, CheckpointId(3, r.uniqueIds(p))))
+      all.foreach { case (p, rows) =>
+        assert(rows.keySet.forall(_ % newN == p), s"partition $p: ${rows.keySet}")
+      }
+      assert(all.flatMap(_._2).toMap == (0 until keys).map(i => i -> s"v$i").toMap)
+      assert(r.rowsPerPartition == all.map(_._2.size.toLong))
+      // the old lineage is untouched: each old partition still loads its committed checkpoint
+      sources
+        .foreach(s => assert(readNew(s.partitionId, s.committed).keySet.forall(_ % oldN == s.partitionId)))
     }
-    assert(all.flatMap(_._2).toMap == (0 until keys).map(i => i -> s"v$i").toMap)
-    assert(r.rowsPerPartition == all.map(_._2.size.toLong))
-    // the old lineage is untouched: each old partition still loads its committed checkpoint
-    sources.foreach(s => assert(readNew(s.partitionId, s.committed).keySet.forall(_ % oldN == s.partitionId)))
-  }
 
   test("a placement outside 0 until n is refused, naming the store") {
     val sources = writeOld(2, 4)
     val bad = new KeyPlacement {
-      override val partitions = 2
+      override val partitions = 3
       override def partitionOf(key: Array[Byte]): Int = 7
     }
     val e = intercept[IllegalStateException](
       StoreRepartitioner.run(0, "default", sources, dir, 2, bad, scratchRoot = tmp)
     )
-    assert(e.getMessage.contains("partition 7 of 2"))
+    assert(e.getMessage.contains("partition 7 of 3"))
+  }
+
+  test("groups: a multiple grows each old partition alone, a divisor folds without placing, others mix") {
+    assert(
+      RepartitionGroups.plan(2, 6) == Seq(
+        RepartitionGroup(Seq(0), Seq(0, 2, 4), direct = false),
+        RepartitionGroup(Seq(1), Seq(1, 3, 5), direct = false)
+      )
+    )
+    assert(
+      RepartitionGroups.plan(6, 3) == Seq(
+        RepartitionGroup(Seq(0, 3), Seq(0), direct = true),
+        RepartitionGroup(Seq(1, 4), Seq(1), direct = true),
+        RepartitionGroup(Seq(2, 5), Seq(2), direct = true)
+      )
+    )
+    assert(RepartitionGroups.plan(8, 12) == Seq(RepartitionGroup(0 until 8, 0 until 12, direct = false)))
+    assert(
+      RepartitionGroups.plan(8, 4).map(_.oldPartitions) == Seq(Seq(0, 4), Seq(1, 5), Seq(2, 6), Seq(3, 7))
+    )
+  }
+
+  test("growing by a multiple refuses an old state that is not where the placement puts its keys") {
+    val sources = writeOld(2, 8) // old partition p holds keys i % 2 == p
+    val shifted = new KeyPlacement { // ... but this placement sends key 0 to partition 1, fed by old 1 only
+      override val partitions = 4
+      override def partitionOf(key: Array[Byte]): Int = ((key.last & 0xff) + 1) % 4
+    }
+    val e = intercept[IllegalStateException](
+      StoreRepartitioner.run(0, "default", sources, dir, 2, shifted, scratchRoot = tmp)
+    )
+    assert(e.getMessage.contains("old partition 0 belongs in new partition 1"), e.getMessage)
+    assert(e.getMessage.contains("not where Spark's shuffle puts its keys"))
   }
 }

@@ -43,6 +43,9 @@ final class SparkKeyPlacement(
 
   override def partitionOf(key: Array[Byte]): Int =
     partitionId.eval(encoders.decodeKey(key)).asInstanceOf[Int]
+
+  override def forAnotherThread: KeyPlacement =
+    new SparkKeyPlacement(keySchema, valueSchema, prefixKeyColumns, partitionKeyColumns, partitions)
 }
 
 object SparkKeyPlacement {
