@@ -128,7 +128,7 @@ SPECS: tuple[OptionSpec, ...] = (
         field="write_buffer_bytes",
         name="writeBufferBytes",
         kind="size",
-        default=33554432,
+        default=67108864,
         min=65536,
         max=None,
         allowed="a byte count (an integer, optionally with a k, m or g suffix: powers of 1024) of at least 65536",
@@ -224,10 +224,12 @@ class LineageOptions:
     k, m or g suffix: powers of 1024) of at least 8388608; default ``536870912``.
     """
 
-    write_buffer_bytes: int | str = 33554432
-    """RocksDB memtable size per store. Accepts k/m/g suffixes. Key
+    write_buffer_bytes: int | str = 67108864
+    """RocksDB memtable size per store (all stores' memtables together stay within half of memoryBytes). Large
+    enough to hold the changes of a snapshot interval: a memtable that fills up mid-interval adds an SST and
+    compactions the next snapshot uploads (docs/benchmarks.md, the scale run). Accepts k/m/g suffixes. Key
     ``spark.sql.streaming.stateStore.lineagestore.writeBufferBytes``; a byte count (an integer, optionally
-    with a k, m or g suffix: powers of 1024) of at least 65536; default ``33554432``.
+    with a k, m or g suffix: powers of 1024) of at least 65536; default ``67108864``.
     """
 
     def __post_init__(self) -> None:

@@ -222,8 +222,10 @@ object LineageConf {
   )
   val WriteBufferBytes: ConfEntry[Long] = size(
     "writeBufferBytes",
-    32L << 20,
-    "RocksDB memtable size per store. Accepts k/m/g suffixes.",
+    64L << 20,
+    "RocksDB memtable size per store (all stores' memtables together stay within half of memoryBytes). Large " +
+      "enough to hold the changes of a snapshot interval: a memtable that fills up mid-interval adds an SST and " +
+      "compactions the next snapshot uploads (docs/benchmarks.md, the scale run). Accepts k/m/g suffixes.",
     min = 1L << 16
   )
 

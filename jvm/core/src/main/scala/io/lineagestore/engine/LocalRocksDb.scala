@@ -39,14 +39,20 @@ object SharedRocksDbMemory {
   * pending writes. The write-ahead log is off: the durable copy of every commit is the delta file in the blob
   * store, and after a crash the local directory is rebuilt from there.
   *
-  * Not thread-safe for writes: one task uses a store at a time (Spark's contract); snapshot creation by
-  * maintenance only reads.
+  * A commit may leave its write batch to a thread of `applyPool` ([[commitInBackground]]): until that write
+  * is done, reads look through the batch it writes (the in-flight batch), and whatever needs RocksDB itself
+  * to hold it (another commit, a scan, a flush or checkpoint, closing) waits for it first.
+  *
+  * Not thread-safe for writes: one task uses a store at a time (Spark's contract), and the in-flight batch is
+  * set and cleared by that task's thread only; the apply thread reads the batch handed to it and writes it to
+  * RocksDB, nothing else. Snapshot creation by maintenance only reads.
   */
 final class LocalRocksDb(
     val dir: File,
     tuning: RocksDbTuning,
     pendingLimitBytes: Long,
-    pendingLimitKey: String
+    pendingLimitKey: String,
+    applyPool: java.util.concurrent.Executor = SharedApplyPool.pool
 ) extends AutoCloseable {
   RocksDB.loadLibrary()
 
@@ -69,7 +75,17 @@ final class LocalRocksDb(
   private var db: RocksDB = _
   private val openIterators = mutable.Set.empty[RocksIterator]
 
-  val pending = new PendingWrites(pendingLimitBytes, pendingLimitKey)
+  private var current = new PendingWrites(pendingLimitBytes, pendingLimitKey)
+
+  /** The batch in progress. */
+  def pending: PendingWrites = current
+
+  // The last commit's batch while an apply thread writes it to RocksDB (null: none). Volatile only for
+  // approximateMemoryBytes, which metrics may call from another thread.
+  @volatile private var inFlight: InFlight = null
+  // why a committed batch never reached RocksDB (null: none did): every use fails until a reload replaces
+  // the directory (closeForReplace)
+  private var behind: Throwable = null
 
   // The key last read or written, and whether it has a value now: Spark's operators read a key just before
   // writing it, so the write's existence check (for key counts) needs no second lookup. Used and changed by
@@ -89,6 +105,8 @@ final class LocalRocksDb(
 
   /** Closes RocksDB so the caller may replace the directory's files, then [[reopen]]. */
   def closeForReplace(): Unit = {
+    settleInFlight(rethrow = false) // the directory is being replaced: a failed write no longer matters
+    behind = null
     pending.clear()
     forgetLastKey()
     closeIterators()
@@ -100,8 +118,8 @@ final class LocalRocksDb(
   /** The key's value, the batch in progress included. The caller must not modify `key` afterwards. */
   def get(key: Array[Byte]): Array[Byte] = {
     val value = pending.lookup(key) match {
-      case null  => db.get(readOptions, key)
-      case entry => PendingWrites.resolve(entry, db.get(readOptions, key))
+      case null  => committed(key)
+      case entry => PendingWrites.resolve(entry, committed(key))
     }
     remember(key, value != null)
     value
@@ -113,8 +131,25 @@ final class LocalRocksDb(
   def exists(key: Array[Byte]): Boolean =
     if (lastKey != null && java.util.Arrays.equals(lastKey, key)) lastKeyExists else get(key) != null
 
-  /** The committed value only, ignoring the batch in progress. */
-  def getCommitted(key: Array[Byte]): Array[Byte] = db.get(readOptions, key)
+  /** The committed value only, ignoring the batch in progress (the in-flight batch, if any, is committed). */
+  def getCommitted(key: Array[Byte]): Array[Byte] = committed(key)
+
+  private def committed(key: Array[Byte]): Array[Byte] = {
+    val f = inFlight
+    if (f == null) {
+      if (behind != null) throw new LocalApplyFailed(dir, behind)
+      db.get(readOptions, key)
+    } else if (f.written.isDone) { settleInFlight(rethrow = true); db.get(readOptions, key) }
+    else
+      f.writes.lookup(key) match {
+        case null => db.get(readOptions, key)
+        // a change that appends to the value before it: that value is RocksDB's only until the write
+        // lands, after which RocksDB holds the appended one; wait, rather than read it mid-way
+        case entry if PendingWrites.needsCommitted(entry) =>
+          settleInFlight(rethrow = true); db.get(readOptions, key)
+        case entry => PendingWrites.resolve(entry, null)
+      }
+  }
 
   /** `everyChange`: keep this change beside the key's earlier ones in this batch (see [[PendingWrites]]). */
   def put(key: Array[Byte], value: Array[Byte], everyChange: Boolean = false): Unit = {
@@ -137,6 +172,7 @@ final class LocalRocksDb(
     * may write to this store while iterating; writes behind the cursor are not seen.
     */
   def scan(from: Array[Byte], until: Array[Byte]): CloseableIterator[(Array[Byte], Array[Byte])] = {
+    settleInFlight(rethrow = true)
     val it = db.newIterator(readOptions)
     openIterators.synchronized(openIterators += it)
     it.seek(from)
@@ -152,18 +188,60 @@ final class LocalRocksDb(
 
   /** Applies the batch in progress to RocksDB atomically and clears it. */
   def commit(): Unit = {
-    val records = new SerializedWriteBatch()
-    pending.foreachEntry { (k, entry) =>
-      val v = PendingWrites.resolve(entry, db.get(readOptions, k))
-      if (v == null) records.delete(k) else records.put(k, v)
-    }
-    write(records)
+    settleInFlight(rethrow = true)
+    write(writeBatchOf(pending))
     pending.clear()
     forgetLastKey()
   }
 
+  /** Commits like [[commit]], but leaves building and writing the write batch to a thread of the apply pool,
+    * then `after` (on that thread, once written: a background flush, say). Returns at once; reads see the
+    * batch from now on. A failed write fails whatever next waits for it ([[LocalApplyFailed]]): RocksDB then
+    * lacks a committed batch, and only a reload from the blob store ([[closeForReplace]]) mends it.
+    */
+  def commitInBackground(after: () => Unit = () => ()): Unit = {
+    settleInFlight(rethrow = true)
+    val writes = current
+    current = new PendingWrites(pendingLimitBytes, pendingLimitKey)
+    val f = new InFlight(writes, new java.util.concurrent.CompletableFuture[Unit])
+    inFlight = f
+    forgetLastKey()
+    applyPool.execute { () =>
+      try { write(writeBatchOf(writes)); after(); f.written.complete(()) }
+      catch { case t: Throwable => f.written.completeExceptionally(t) }
+    }
+  }
+
+  /** Waits until the in-flight batch, if any, is in RocksDB. */
+  def awaitApplied(): Unit = settleInFlight(rethrow = true)
+
+  /** Why a committed batch never reached RocksDB, if one did not (waiting for the in-flight one first): until
+    * [[closeForReplace]], the local state is behind the commit and every use fails.
+    */
+  def applyFailed(): Option[Throwable] = { settleInFlight(rethrow = false); Option(behind) }
+
+  private def settleInFlight(rethrow: Boolean): Unit = {
+    val f = inFlight
+    if (f != null) {
+      try f.written.get()
+      catch { case e: java.util.concurrent.ExecutionException => behind = e.getCause }
+      finally inFlight = null
+    }
+    if (rethrow && behind != null) throw new LocalApplyFailed(dir, behind)
+  }
+
+  private def writeBatchOf(writes: PendingWrites): SerializedWriteBatch = {
+    val records = new SerializedWriteBatch()
+    writes.foreachEntry { (k, entry) =>
+      val v = PendingWrites.resolve(entry, db.get(readOptions, k))
+      if (v == null) records.delete(k) else records.put(k, v)
+    }
+    records
+  }
+
   /** Applies records straight to RocksDB atomically (replaying a verified delta file). */
   def applyCommitted(records: SerializedWriteBatch): Unit = {
+    settleInFlight(rethrow = true)
     forgetLastKey()
     write(records)
   }
@@ -180,7 +258,7 @@ final class LocalRocksDb(
     * SST files plus copies of the small files): the only synchronous part of taking a snapshot.
     */
   def checkpointTo(target: File): Unit = {
-    flush()
+    flush() // waits for the in-flight batch
     val cp = Checkpoint.create(db)
     try cp.createCheckpoint(target.getAbsolutePath)
     finally cp.close()
@@ -188,6 +266,7 @@ final class LocalRocksDb(
 
   /** Writes every memtable to SST files (the WAL is off: unflushed committed data lives only in memory). */
   def flush(): Unit = {
+    settleInFlight(rethrow = true)
     val flush = new FlushOptions().setWaitForFlush(true)
     try db.flush(flush)
     finally flush.close()
@@ -211,7 +290,8 @@ final class LocalRocksDb(
   def liveFileNames: Seq[String] = db.getLiveFilesMetaData.asScala.map(_.fileName().stripPrefix("/")).toSeq
 
   def approximateMemoryBytes: Long =
-    scala.util.Try(db.getLongProperty("rocksdb.cur-size-all-mem-tables")).getOrElse(0L) + pending.sizeBytes
+    scala.util.Try(db.getLongProperty("rocksdb.cur-size-all-mem-tables")).getOrElse(0L) + pending.sizeBytes +
+      Option(inFlight).map(_.writes.sizeBytes).getOrElse(0L)
 
   private def closeIterator(it: RocksIterator): Unit = openIterators.synchronized {
     if (openIterators.remove(it)) it.close()
@@ -227,6 +307,22 @@ final class LocalRocksDb(
     writeOptions.close(); readOptions.close(); options.close(); bloom.close()
   }
 }
+
+/** A batch handed to an apply thread, and whether it reached RocksDB. */
+private final class InFlight(
+    val writes: PendingWrites,
+    val written: java.util.concurrent.CompletableFuture[Unit]
+)
+
+/** A committed batch did not reach the local RocksDB (its delta is in the blob store): the local state is
+  * behind the commit and has to be reloaded.
+  */
+final class LocalApplyFailed(dir: File, cause: Throwable)
+    extends IllegalStateException(
+      s"a committed batch could not be written to the local RocksDB in $dir (${cause.getMessage}); its delta " +
+        "is in the blob store, and the store reloads its state from there on its next load",
+      cause
+    )
 
 /** An iterator holding a native resource; closed when exhausted or by [[close]]. */
 trait CloseableIterator[A] extends Iterator[A] with AutoCloseable

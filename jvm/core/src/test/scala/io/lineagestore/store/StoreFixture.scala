@@ -44,10 +44,11 @@ trait StoreFixture extends BeforeAndAfterEach { this: Suite =>
       settings: StoreSettings = defaultSettings,
       checkpointFiles: CheckpointFiles = files,
       crash: CrashPoints = CrashPoints.None,
-      local: File = null
+      local: File = null,
+      applyPool: java.util.concurrent.Executor = io.lineagestore.engine.SharedApplyPool.pool
   ): LineageStore = {
     val dir = Option(local).getOrElse(Files.createTempDirectory(tmp.toPath, "local").toFile)
-    val s = new LineageStore(checkpointFiles, dir, settings, crash)
+    val s = new LineageStore(checkpointFiles, dir, settings, crash, applyPool = applyPool)
     opened += s
     s
   }
