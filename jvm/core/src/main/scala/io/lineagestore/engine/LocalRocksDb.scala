@@ -231,7 +231,9 @@ final class LocalRocksDb(
   }
 
   private def writeBatchOf(writes: PendingWrites): SerializedWriteBatch = {
-    val records = new SerializedWriteBatch()
+    // sized for the batch at once: growing a buffer of megabytes by doubling cost more than filling it
+    val bytes = math.min(writes.sizeBytes + 16L * writes.size + 64, Int.MaxValue - 64).toInt
+    val records = new SerializedWriteBatch(bytes)
     writes.foreachEntry { (k, entry) =>
       val v = PendingWrites.resolve(entry, db.get(readOptions, k))
       if (v == null) records.delete(k) else records.put(k, v)
