@@ -87,14 +87,10 @@ final class LocalRocksDb(
   // the directory (closeForReplace)
   private var behind: Throwable = null
 
-  // The key last read or written, and whether it has a value now: Spark's operators read a key just before
-  // writing it, so the write's existence check (for key counts) needs no second lookup. Used and changed by
-  // the task thread only, like every write; forgotten whenever the content changes by any other way.
-  private var lastKey: Array[Byte] = null
-  private var lastKeyExists = false
-
-  private def remember(key: Array[Byte], exists: Boolean): Unit = { lastKey = key; lastKeyExists = exists }
-  private def forgetLastKey(): Unit = lastKey = null
+  // Spark's operators read a key shortly before writing it: the write's existence check reuses that read.
+  // Forgotten whenever the content changes by any way other than a read or write of a key.
+  private val recentReads = new RecentReads
+  private def forgetLastKey(): Unit = recentReads.forget()
 
   open()
 
@@ -121,15 +117,17 @@ final class LocalRocksDb(
       case null  => committed(key)
       case entry => PendingWrites.resolve(entry, committed(key))
     }
-    remember(key, value != null)
+    recentReads.read(key, value != null)
     value
   }
 
-  /** Whether the key has a value, the batch in progress included; answered without a lookup when it is the
-    * key last read or written.
+  /** Whether the key has a value, the batch in progress included; answered without a lookup when it is one of
+    * the two keys read last ([[RecentReads]]).
     */
-  def exists(key: Array[Byte]): Boolean =
-    if (lastKey != null && java.util.Arrays.equals(lastKey, key)) lastKeyExists else get(key) != null
+  def exists(key: Array[Byte]): Boolean = recentReads.existence(key) match {
+    case RecentReads.Unknown => get(key) != null
+    case known               => known == RecentReads.Exists
+  }
 
   /** The committed value only, ignoring the batch in progress (the in-flight batch, if any, is committed). */
   def getCommitted(key: Array[Byte]): Array[Byte] = committed(key)
@@ -154,18 +152,18 @@ final class LocalRocksDb(
   /** `everyChange`: keep this change beside the key's earlier ones in this batch (see [[PendingWrites]]). */
   def put(key: Array[Byte], value: Array[Byte], everyChange: Boolean = false): Unit = {
     pending.put(key, value, everyChange)
-    remember(key, exists = true)
+    recentReads.wrote(key, exists = true)
   }
 
   def delete(key: Array[Byte], everyChange: Boolean = false): Unit = {
     pending.delete(key, everyChange)
-    remember(key, exists = false)
+    recentReads.wrote(key, exists = false)
   }
 
   /** Appends `elements` to the key's value ([[ListMerge]]). */
   def merge(key: Array[Byte], elements: Array[Byte]): Unit = {
     pending.merge(key, elements)
-    remember(key, exists = true)
+    recentReads.wrote(key, exists = true)
   }
 
   /** Keys in [from, until) in bytewise order, committed state overlaid with the batch in progress. The caller
