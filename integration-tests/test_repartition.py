@@ -157,26 +157,33 @@ def test_stream_stream_join_up_and_down(spark, tools, tmp_path):
     q = Query(spark, tmp_path, build, mode="append")
     lefts: list[dict] = []
     rights: list[dict] = []
+
+    def run_a_batch():
+        new_l, new_r = _rows(rnd, 12, keys=10), _rows(rnd, 12, keys=10)
+        q.add("left", new_l)
+        q.add("right", new_r)
+        lefts.extend(new_l)
+        rights.extend(new_r)
+        q.run()
+
+    def assert_joined_exactly():
+        got = Counter(r for rows in q.outputs.values() for r in rows)
+        want = Counter(
+            (a["k"], a["g"], a["v"], b["k"], b["g"], b["v"])
+            for a in lefts
+            for b in rights
+            if (a["k"], a["g"]) == (b["k"], b["g"])
+        )
+        assert got == want
+
     for step in range(3):
         if step > 0:
             n = 4 if step == 1 else 2
             rp.repartition(tools, str(q.checkpoint), n)
             _placement_matches_spark(spark, q.checkpoint, n, ["lk", "lg"], joinSide="left", operatorId=0)
             _verify_clean(tools, q.checkpoint)
-        new_l, new_r = _rows(rnd, 12, keys=10), _rows(rnd, 12, keys=10)
-        q.add("left", new_l)
-        q.add("right", new_r)
-        lefts += new_l
-        rights += new_r
-        q.run()
-    got = Counter(r for rows in q.outputs.values() for r in rows)
-    want = Counter(
-        (a["k"], a["g"], a["v"], b["k"], b["g"], b["v"])
-        for a in lefts
-        for b in rights
-        if (a["k"], a["g"]) == (b["k"], b["g"])
-    )
-    assert got == want
+        run_a_batch()
+    assert_joined_exactly()
     _verify_clean(tools, q.checkpoint)
 
     # partitions 2 and 3 are gone since batch 3 (the repartition to 2); batch 2 was the last to name their
@@ -193,20 +200,8 @@ def test_stream_stream_join_up_and_down(spark, tools, tmp_path):
     assert not [f for f in left if f.suffix in (".delta", ".zip", ".sst")], left
     assert not done["errors"]
     # the live partitions lost nothing they need: the query runs on, exactly
-    new_l, new_r = _rows(rnd, 12, keys=10), _rows(rnd, 12, keys=10)
-    q.add("left", new_l)
-    q.add("right", new_r)
-    lefts += new_l
-    rights += new_r
-    q.run()
-    got = Counter(r for rows in q.outputs.values() for r in rows)
-    want = Counter(
-        (a["k"], a["g"], a["v"], b["k"], b["g"], b["v"])
-        for a in lefts
-        for b in rights
-        if (a["k"], a["g"]) == (b["k"], b["g"])
-    )
-    assert got == want
+    run_a_batch()
+    assert_joined_exactly()
 
 
 def test_refusals_name_the_cause(spark, tools, tmp_path):
