@@ -1,11 +1,9 @@
 package io.lineagestore.store
 
 import java.io.File
-import java.util.concurrent.{ConcurrentLinkedDeque, ConcurrentLinkedQueue}
 import java.util.concurrent.atomic.AtomicReference
 
 import scala.collection.mutable
-import scala.jdk.CollectionConverters._
 
 import io.lineagestore.engine.{CloseableIterator, LocalRocksDb, SerializedWriteBatch}
 import io.lineagestore.format.{CorruptCheckpointFileException, DeltaRecordKind, FamilyKeys, SnapshotIndex}
@@ -20,9 +18,10 @@ import io.lineagestore.lineage._
   * the provider's `StoreOwnership`); Spark's maintenance thread calls [[uploadSnapshots]] and [[cleanup]]
   * concurrently, and the transfer pool runs their file transfers. What the local DB holds is one immutable
   * [[LineageStore.LocalState]], written by the task thread only and replaced atomically, so any thread reads
-  * a consistent one. Shared with maintenance and transfers: the frozen-checkpoint queue (concurrent), each
-  * generation's [[HashCache]] (concurrent), `lastUploaded` (volatile), [[PendingBlobs]] and
-  * [[LineageCleanup]] (each guarded). Blob deletion and uploads exclude each other by a read-write lock.
+  * a consistent one. Shared with maintenance and transfers: [[SnapshotUploads]] (the frozen checkpoints and
+  * their upload; it says how it is shared), each generation's [[HashCache]] (concurrent), [[PendingBlobs]]
+  * and [[LineageCleanup]] (each guarded). The local RocksDB's in-flight batch is the task thread's alone
+  * ([[LocalRocksDb]]).
   */
 final class LineageStore(
     files: CheckpointFiles,
@@ -67,16 +66,9 @@ final class LineageStore(
   // what the local DB holds; nothing until the first load (or a clean-close record)
   private val local = new AtomicReference(LocalState.Unknown(new HashCache))
 
-  private val frozen = new ConcurrentLinkedQueue[Frozen]()
-  // the checkpoints whose snapshots this store uploaded last (maintenance adds, the task thread reads): a
-  // commit credits its lineage with the newest of them it descends from (see `snapshotLagAfter`)
-  private val recentUploads = new ConcurrentLinkedDeque[CheckpointId]()
-  // uploads hold it shared; clean-up deletes blobs only if it gets it exclusively (see cleanup)
-  private val uploadsVsBlobDeletion = new java.util.concurrent.locks.ReentrantReadWriteLock()
-  private val uploading = new Object
-  @volatile private var lastUploaded: Option[SnapshotIndex] = None
   val pendingBlobs = new PendingBlobs
   private val cleanups = new LineageCleanup(files, settings, crash, clock, pendingBlobs)
+  private val uploads = new SnapshotUploads(files, crash, clock, counters, cleanups, pendingBlobs)
 
   // resume from the record when the DB holds exactly the SSTs it lists
   cleanClose.filter(_.liveSsts == db.liveSstSizes).foreach { r =>
@@ -203,7 +195,7 @@ final class LineageStore(
             catch {
               case e: Throwable => throw DamagedSnapshot.of(s, e, files.blobs.locate(s.snapshotFileName))
             }
-          lastUploaded = Some(index)
+          uploads.lastUploaded = Some(index)
           cleanups.indexKnown(s, index)
           counters.filesDownloaded.addAndGet(stats.filesMoved)
           counters.bytesDownloaded.addAndGet(stats.bytesMoved)
@@ -353,7 +345,7 @@ final class LineageStore(
     */
   private def uploadedOn(lineage: Seq[CheckpointId], known: Long): Long = {
     val onLineage = lineage.toSet
-    (known +: recentUploads.asScala.filter(onLineage.contains).map(_.version).toSeq).max
+    (known +: uploads.recentUploads.filter(onLineage.contains).map(_.version)).max
   }
 
   /** The catch-up snapshot: the lineage went more than `maxSnapshotLagDeltas` deltas without a snapshot known
@@ -407,7 +399,7 @@ final class LineageStore(
     deleteRecursively(dir)
     dir.getParentFile.mkdirs()
     db.checkpointTo(dir)
-    frozen.add(Frozen(id, at.ancestors, dir, at.hashes))
+    uploads.add(Frozen(id, at.ancestors, dir, at.hashes))
     local.set(at.copy(ancestors = Nil, presumedSnapshotVersion = id.version))
     crash.at(CrashPoints.SnapshotAfterFreeze)
   }
@@ -420,59 +412,12 @@ final class LineageStore(
 
   // ---- maintenance ----------------------------------------------------------------------------------------
 
-  /** Uploads every frozen checkpoint, oldest first; each diffed against the last completed upload. */
-  def uploadSnapshots(): Int = {
-    uploadsVsBlobDeletion.readLock().lock()
-    // one uploader at a time: maintenance, a commit's catch-up and a close may all try
-    try uploading.synchronized(uploadFrozen())
-    finally uploadsVsBlobDeletion.readLock().unlock()
-  }
-
-  private def uploadFrozen(): Int = {
-    var n = 0
-    var next = frozen.peek()
-    while (next != null) {
-      val start = clock()
-      if (!files.hasSnapshot(next.id)) {
-        val (index, stats) =
-          files.uploadSnapshot(
-            next.id,
-            next.ancestors,
-            next.dir,
-            lastUploaded.orElse(presumedBase(next)),
-            next.hashes,
-            pendingBlobs.written,
-            () => crash.at(CrashPoints.SnapshotAfterBlobs)
-          )
-        pendingBlobs.referenced(index.sharedBlobs)
-        crash.at(CrashPoints.SnapshotAfterZip)
-        lastUploaded = Some(index)
-        cleanups.indexKnown(next.id, index)
-        counters.filesUploaded.addAndGet(stats.filesMoved)
-        counters.bytesUploaded.addAndGet(stats.bytesMoved)
-        counters.filesReused.addAndGet(stats.filesReused)
-        counters.bytesReused.addAndGet(stats.bytesReused)
-        counters.snapshotsUploaded.incrementAndGet()
-        n += 1
-      }
-      recentUploads.addFirst(next.id)
-      while (recentUploads.size > RecentUploadsKept) recentUploads.pollLast()
-      cleanups.fileWritten(CheckpointFile(next.id, CheckpointId.Snapshot))
-      frozen.poll()
-      deleteRecursively(next.dir)
-      counters.lastSnapshotUploadMs.set(clock() - start)
-      next = frozen.peek()
-    }
-    n
-  }
-
-  /** A store that resumed from a clean close has uploaded nothing yet: diff against the snapshot the frozen
-    * checkpoint's lineage presumes (the oldest ancestor), if it exists; one small read.
+  /** Uploads every frozen checkpoint, oldest first; each diffed against the last completed upload (one
+    * uploader at a time: maintenance, a commit's catch-up and a close may all try).
     */
-  private def presumedBase(f: Frozen): Option[SnapshotIndex] =
-    f.ancestors.lastOption.filter(a => !a.isEmptyState && files.hasSnapshot(a)).flatMap(cleanups.readIndex)
+  def uploadSnapshots(): Int = uploads.upload()
 
-  def frozenCount: Int = frozen.size
+  def frozenCount: Int = uploads.frozenCount
 
   /** Uploads the frozen snapshots before the store closes, waiting at most `timeoutMs` (0: not at all), so a
     * store that closes (query stop, unload, executor shutdown) loses no snapshot it froze. Past the bound the
@@ -480,16 +425,10 @@ final class LineageStore(
     * close goes on: nothing committed is lost, the deltas hold it, and the lineage's next commits catch up
     * (see `catchUp`). Returns the checkpoints still frozen, i.e. not uploaded.
     */
-  def uploadBeforeClose(timeoutMs: Long): Seq[CheckpointId] = {
-    if (frozen.isEmpty || timeoutMs <= 0) return frozenIds
-    crash.at(CrashPoints.CloseBeforeUpload)
-    runWithin(timeoutMs, s"lineagestore-close-upload-${files.store}")(() => uploadSnapshots())
-    crash.at(CrashPoints.CloseAfterUpload)
-    frozenIds
-  }
+  def uploadBeforeClose(timeoutMs: Long): Seq[CheckpointId] = uploads.beforeClose(timeoutMs)
 
   /** Version of the last snapshot this store uploaded or restored. */
-  def lastUploadedVersion: Option[Long] = lastUploaded.map(_.checkpoint.version)
+  def lastUploadedVersion: Option[Long] = uploads.lastUploaded.map(_.checkpoint.version)
 
   /** Deletes what the committed lineage no longer needs (see [[LineageCleanup.run]]). Returns the paths
     * deleted.
@@ -498,10 +437,7 @@ final class LineageStore(
     // Blobs are deleted only while no snapshot upload of this store is in flight: an upload's new blobs are
     // referenced by no zip until it finishes, and the sweep must not take them for crash leftovers however
     // short the grace period (seen in the soak with a 3 s grace). Other processes rely on the grace period.
-    val uploadsPaused = uploadsVsBlobDeletion.writeLock().tryLock()
-    val deleted =
-      try cleanups.run(mayDeleteBlobs = uploadsPaused)
-      finally if (uploadsPaused) uploadsVsBlobDeletion.writeLock().unlock()
+    val deleted = uploads.pausingUploads(paused => cleanups.run(mayDeleteBlobs = paused))
     counters.filesDeleted.addAndGet(deleted.size)
     deleted
   }
@@ -537,7 +473,7 @@ final class LineageStore(
     record.foreach(CleanCloseRecord.write(localRoot, _))
   }
 
-  def frozenIds: Seq[CheckpointId] = frozen.asScala.map(_.id).toSeq
+  def frozenIds: Seq[CheckpointId] = uploads.frozenIds
 
   /** What the current generation's hash cache holds, and the directory it describes (tests). */
   private[store] def knownHashes: (Map[String, (Long, String)], File) = (local.get.hashes.toMap, dbDir)

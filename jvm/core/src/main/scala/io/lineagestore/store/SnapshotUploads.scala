@@ -1,0 +1,115 @@
+package io.lineagestore.store
+
+import java.util.concurrent.{ConcurrentLinkedDeque, ConcurrentLinkedQueue}
+import java.util.concurrent.locks.ReentrantReadWriteLock
+
+import scala.jdk.CollectionConverters._
+
+import io.lineagestore.format.SnapshotIndex
+import io.lineagestore.lineage.{CheckpointFile, CheckpointId}
+
+/** One store's frozen checkpoints on their way to the blob store: the queue a commit's freeze adds to and an
+  * upload drains, oldest first, each snapshot diffed against the last one completed.
+  *
+  * Threads: the task thread adds (a freeze) and reads [[recentUploads]]; maintenance, a commit's catch-up and
+  * a close may all upload, one at a time (`uploading`). The queue and the recent uploads are concurrent
+  * collections, `lastUploaded` is volatile (a restore sets it too). Blob deletion by clean-up and uploads
+  * exclude each other through [[pausingUploads]]: an upload's new blobs are referenced by no zip until it
+  * finishes.
+  */
+private[store] final class SnapshotUploads(
+    files: CheckpointFiles,
+    crash: CrashPoints,
+    clock: () => Long,
+    counters: StoreCounters,
+    cleanups: LineageCleanup,
+    pendingBlobs: PendingBlobs
+) {
+  import LineageStoreState._
+
+  private val frozen = new ConcurrentLinkedQueue[Frozen]()
+  // the checkpoints whose snapshots were uploaded last, newest first (a commit credits its lineage with the
+  // newest of them it descends from)
+  private val recent = new ConcurrentLinkedDeque[CheckpointId]()
+  // uploads hold it shared; clean-up deletes blobs only if it gets it exclusively
+  private val uploadsVsBlobDeletion = new ReentrantReadWriteLock()
+  private val uploading = new Object
+
+  /** The last snapshot uploaded or restored: the base the next upload diffs against. */
+  @volatile var lastUploaded: Option[SnapshotIndex] = None
+
+  def add(f: Frozen): Unit = frozen.add(f)
+  def frozenIds: Seq[CheckpointId] = frozen.asScala.map(_.id).toSeq
+  def frozenCount: Int = frozen.size
+  def recentUploads: Seq[CheckpointId] = recent.asScala.toSeq
+
+  /** Uploads every frozen checkpoint, oldest first; returns how many were uploaded. */
+  def upload(): Int = {
+    uploadsVsBlobDeletion.readLock().lock()
+    try uploading.synchronized(uploadFrozen())
+    finally uploadsVsBlobDeletion.readLock().unlock()
+  }
+
+  /** Runs `body` with `true` if no upload is in flight (and none starts until it returns), else with `false`.
+    */
+  def pausingUploads[T](body: Boolean => T): T = {
+    val paused = uploadsVsBlobDeletion.writeLock().tryLock()
+    try body(paused)
+    finally if (paused) uploadsVsBlobDeletion.writeLock().unlock()
+  }
+
+  /** Uploads what is frozen before the store closes, waiting at most `timeoutMs` (see
+    * [[LineageStore.uploadBeforeClose]]); returns the checkpoints still frozen.
+    */
+  def beforeClose(timeoutMs: Long): Seq[CheckpointId] = {
+    if (frozen.isEmpty || timeoutMs <= 0) return frozenIds
+    crash.at(CrashPoints.CloseBeforeUpload)
+    runWithin(timeoutMs, s"lineagestore-close-upload-${files.store}")(() => upload())
+    crash.at(CrashPoints.CloseAfterUpload)
+    frozenIds
+  }
+
+  private def uploadFrozen(): Int = {
+    var n = 0
+    var next = frozen.peek()
+    while (next != null) {
+      val start = clock()
+      if (!files.hasSnapshot(next.id)) {
+        val (index, stats) =
+          files.uploadSnapshot(
+            next.id,
+            next.ancestors,
+            next.dir,
+            lastUploaded.orElse(presumedBase(next)),
+            next.hashes,
+            pendingBlobs.written,
+            () => crash.at(CrashPoints.SnapshotAfterBlobs)
+          )
+        pendingBlobs.referenced(index.sharedBlobs)
+        crash.at(CrashPoints.SnapshotAfterZip)
+        lastUploaded = Some(index)
+        cleanups.indexKnown(next.id, index)
+        counters.filesUploaded.addAndGet(stats.filesMoved)
+        counters.bytesUploaded.addAndGet(stats.bytesMoved)
+        counters.filesReused.addAndGet(stats.filesReused)
+        counters.bytesReused.addAndGet(stats.bytesReused)
+        counters.snapshotsUploaded.incrementAndGet()
+        n += 1
+      }
+      recent.addFirst(next.id)
+      while (recent.size > RecentUploadsKept) recent.pollLast()
+      cleanups.fileWritten(CheckpointFile(next.id, CheckpointId.Snapshot))
+      frozen.poll()
+      LocalDirectories.deleteRecursively(next.dir)
+      counters.lastSnapshotUploadMs.set(clock() - start)
+      next = frozen.peek()
+    }
+    n
+  }
+
+  /** A store that resumed from a clean close has uploaded nothing yet: diff against the snapshot the frozen
+    * checkpoint's lineage presumes (the oldest ancestor), if it exists; one small read.
+    */
+  private def presumedBase(f: Frozen): Option[SnapshotIndex] =
+    f.ancestors.lastOption.filter(a => !a.isEmptyState && files.hasSnapshot(a)).flatMap(cleanups.readIndex)
+}
