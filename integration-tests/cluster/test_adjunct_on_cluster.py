@@ -25,11 +25,13 @@ def test_lookups_on_three_executors_one_replica_each_deltas_only(spark, cluster,
     table = str(tmp_path / "table")
     oracle = Oracle()
     keys = [0, 1, 2, 3, 4, 5, 6, 99, 1000]
-    # no preferred locations (a cached or shuffled input would pull its tasks to the executors holding it):
-    # the scheduler offers every free core at once, so each of the 3 executors runs some of the tasks
+    # No preferred locations (a cached or shuffled input would pull its tasks to the executors holding it),
+    # and every task holds its executor's one core for 300 ms (one row of each partition sleeps): an executor
+    # cannot run all the tasks before the others are offered some, so each of the 3 runs some of them.
     events = spark.range(0, 10 * PARTITIONS, 1, PARTITIONS).selectExpr(
         "cast(id as int) as event",
         f"element_at(array({', '.join(map(str, keys))}), cast(id % {len(keys)} + 1 as int)) as id",
+        "reflect('java.lang.Thread', 'sleep', if(id % 10 = 0, 300L, 0L)) as pause",
     )
     hosts = set(cluster.hosts)
     before: dict[str, dict] = {}  # host -> its replica's marker after the previous version

@@ -353,11 +353,9 @@ def main(argv: list[str] | None = None) -> int:
         hadoop_conf[key] = value
 
     from lineagestore.checkpoint import CheckpointError, Progress, to_uri
+    from lineagestore.progress import draws_on
 
-    show_progress = (
-        not args.no_progress and sys.stderr.isatty() and os.environ.get("CI", "").lower() != "true"
-    )
-    progress = Progress(show_progress)
+    progress = Progress(not args.no_progress and draws_on(sys.stderr))
     if args.command == "migrate":
         return cli_rescale.migrate_command(args, hadoop_conf, progress)
     from lineagestore.checkpoint_jvm import (

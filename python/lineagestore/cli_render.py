@@ -8,7 +8,6 @@ the human-readable text; ``lineagestore.cli`` parses the arguments and runs the 
 from __future__ import annotations
 
 import io
-import os
 import shutil
 import sys
 import textwrap
@@ -185,7 +184,9 @@ def render_inspect(r: dict) -> str:
 def _table(header: list[str], rows: list[list[str]]) -> str:
     """Columns aligned: drawn by ``rich`` to fit the terminal when stdout is one, else plain text (stable for
     scripts that read it: columns separated by two spaces, no box, no colour)."""
-    if sys.stdout.isatty() and os.environ.get("CI", "").lower() != "true":
+    from lineagestore.progress import draws_on
+
+    if draws_on(sys.stdout):
         return _rich_table(header, rows)
     return _plain_table(header, rows)
 

@@ -1,9 +1,10 @@
 """Progress of the ``lineagestore`` commands on stderr, drawn by ``rich``: a bar with done/total, percentage,
-rate, elapsed time and ETA, and the current item; silent when disabled (stderr not a terminal,
-``--no-progress``, ``CI=true``), so that piped and logged output stays plain."""
+rate, elapsed time and ETA, and the current item; silent when disabled (``--no-progress``, or
+stderr not a terminal that draws: ``draws_on``), so that piped and logged output stays plain."""
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any, TextIO
 
@@ -19,6 +20,18 @@ from rich.progress import (
 )
 from rich.progress import Progress as RichProgress
 from rich.text import Text
+
+
+def draws_on(stream: TextIO) -> bool:
+    """Whether the commands draw on ``stream`` (rich's bar, tables fitted to the width): a terminal that can
+    move its cursor (not ``TERM=dumb``, where rich draws no live display), outside CI (``CI=true``); else they
+    write plain text that logs and scripts read."""
+    term = os.environ.get("TERM", "")
+    return (
+        stream.isatty()
+        and os.environ.get("CI", "").lower() != "true"
+        and term.lower() not in ("dumb", "unknown")
+    )
 
 
 class _RateColumn(ProgressColumn):

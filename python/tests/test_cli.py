@@ -414,8 +414,10 @@ def test_a_jvm_without_the_jar_is_refused_clearly():
         JvmTools(Package())
 
 
-def test_progress_line_and_durations():
+def test_progress_line_and_durations(monkeypatch):
     import io
+
+    monkeypatch.setenv("TERM", "xterm")  # a terminal rich draws on (TERM=dumb: no live display)
 
     from lineagestore.checkpoint import Progress, parse_duration_ms
 
@@ -489,6 +491,9 @@ def test_tables_are_plain_when_stdout_is_not_a_terminal_and_fit_a_terminal_other
 
     monkeypatch.setattr(cli_render.sys, "stdout", Tty())
     monkeypatch.delenv("CI", raising=False)
+    monkeypatch.setenv("TERM", "dumb")  # a terminal that cannot draw: plain, as in a log
+    assert cli_render._table(header, rows).splitlines()[1].split() == rows[0]
+    monkeypatch.setenv("TERM", "xterm")
     monkeypatch.setattr(cli_render.shutil, "get_terminal_size", lambda: os.terminal_size((40, 20)))
     drawn = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", cli_render._table(header, rows))
     assert all(len(line) <= 40 for line in drawn.splitlines()), drawn
