@@ -3,7 +3,8 @@
 Every function here calls the JVM operators of ``io.lineagestore.spark.adjunct`` through py4j; no Python runs
 per row.
 
-* :func:`maintain` keeps a table from a streaming DataFrame of changes (one committed version per batch);
+* :func:`maintain` keeps a table from a streaming DataFrame of changes (one committed version per batch), in
+  one store or ``partitions`` stores placed like Spark's shuffle;
 * :func:`lookup` enriches a (batch) DataFrame with the table's row per key, left-join semantics;
 * :func:`enrich` does it for a streaming DataFrame, each micro-batch at one recorded version, optionally
   holding its first batch until the maintaining query has :func:`caught_up`;
@@ -57,15 +58,20 @@ def maintain_batch(
     op: str = "op",
     source: str = "",
     retain_versions: int = 100,
+    partitions: int | None = None,
 ) -> int:
     """Applies one batch of changes to the table at ``path`` and commits it; returns the table version.
 
-    A re-run of a batch (same ``source`` and ``batch_id``) already committed does nothing.
+    A re-run of a batch (same ``source`` and ``batch_id``) already committed does nothing. ``partitions``: see
+    :func:`maintain`.
     """
     spark = changes.sparkSession
+    n = 0 if partitions is None else partitions
+    if n < 0 or (partitions is not None and n == 0):
+        raise AdjunctTableError(f"adjunct table {path}: partitions must be positive, not {partitions}")
     return _jvm_call(
         lambda: _obj(spark, "AdjunctMaintain").maintainBatch(
-            changes._jdf, batch_id, path, _java_list(spark, keys), ordering, op, source, retain_versions
+            changes._jdf, batch_id, path, _java_list(spark, keys), ordering, op, source, retain_versions, n
         )
     )
 
@@ -78,16 +84,22 @@ def maintain(
     checkpoint: str,
     op: str = "op",
     retain_versions: int = 100,
+    partitions: int | None = None,
 ) -> Any:
     """A ``DataStreamWriter`` keeping the adjunct table at ``path`` from the streaming DataFrame ``changes``.
 
     ``changes`` has the key columns, an ``op`` column (``upsert``/``insert``/``update`` or ``delete``), an
     integral ``ordering`` column (a sequence number or commit time; the newest change per key wins, a late
     older one is ignored) and the value columns (every other column). Add a trigger and ``start()`` it.
+
+    ``partitions``: a new table's number of partitions (default 1: one store, broadcast lookup). With N > 1
+    each key lives in the partition Spark's shuffle sends it to (``repartition(N, *keys)``), one store per
+    partition, and lookups are partitioned: events hash-partitioned on the key columns into N read only
+    their partition's store. An existing table keeps its own (pass none, or the same).
     """
 
     def batch(df: Any, batch_id: int) -> None:
-        maintain_batch(df, batch_id, path, keys, ordering, op, checkpoint, retain_versions)
+        maintain_batch(df, batch_id, path, keys, ordering, op, checkpoint, retain_versions, partitions)
 
     return changes.writeStream.option("checkpointLocation", checkpoint).foreachBatch(batch)
 
@@ -96,7 +108,9 @@ def lookup(events: Any, path: str, on: Sequence[str] | None = None, version: int
     """``events`` (a batch DataFrame) with the table's value columns for each event's key (nulls if absent).
 
     ``on``: the events' columns matching the table's key columns, in order (default: the same names).
-    ``version``: a committed table version (default: the latest).
+    ``version``: a committed table version (default: the latest). Of a partitioned table, the events must be
+    hash-partitioned on the ``on`` columns into the table's N partitions (``events.repartition(N, *on)``, or a
+    stateful operator's shuffle on them); otherwise this fails saying so.
     """
     spark = events.sparkSession
     from pyspark.sql import DataFrame
@@ -214,7 +228,8 @@ def versions(spark: Any, path: str) -> list[dict]:
     return out
 
 
-def local_replica_stats(spark: Any, path: str) -> dict[str, int]:
-    """What this JVM's replica of the table holds and downloaded (the driver's in ``local[N]``: tests)."""
-    m = _obj(spark, "AdjunctLookup").localReplicaStats(spark._jsparkSession, path)
+def local_replica_stats(spark: Any, path: str, partition: int = 0) -> dict[str, int]:
+    """What this JVM's replica of the table (of its ``partition``) holds and downloaded (the driver's in
+    ``local[N]``: tests)."""
+    m = _obj(spark, "AdjunctLookup").localReplicaStats(spark._jsparkSession, path, partition)
     return {str(k): int(m.get(k)) for k in m.keySet()}

@@ -29,7 +29,8 @@ def render_adjunct_table(t: dict) -> str:
     st = t["store"]
     vs = t["versions"]
     out = [
-        f"adjunct table  {t['table']}",
+        f"adjunct table  {t['table']}"
+        + (f" ({t['partitions']} partitions)" if t.get("partitions", 1) > 1 else ""),
         "versions       "
         + (f"{vs[0]['version']}..{vs[-1]['version']} ({len(vs)} kept)" if vs else "none committed yet"),
         f"size           {hb(st['totalBytes'])}: {st['deltas']} deltas ({hb(st['deltaBytes'])}), "
@@ -49,8 +50,9 @@ def render_adjunct_table(t: dict) -> str:
     for r in replicas:
         loaded = datetime.fromtimestamp(r["loadedAtMs"] / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
         behind = "at the latest version" if r["lag"] == 0 else f"{r['lag']} version(s) behind"
+        name = r["replica"] + (f" partition {r['partition']}" if "partition" in r else "")
         out.append(
-            f"  {r['replica']:<24} version {r['version']:>6}  {behind}  (loaded {loaded} UTC; so far "
+            f"  {name:<24} version {r['version']:>6}  {behind}  (loaded {loaded} UTC; so far "
             f"{r['deltasReplayed']} deltas replayed, {hb(r['bytesDownloaded'])} of snapshots downloaded)"
         )
     return "\n".join(out)

@@ -6,16 +6,36 @@ import java.util.Properties
 
 import scala.jdk.CollectionConverters._
 
+import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.storage.BlobStore
 
-/** One committed version of an adjunct table: the version, the unique ID of the store checkpoint it is, and
-  * the micro-batch of the maintaining query (`source`: its checkpoint location) that committed it.
+/** One committed version of an adjunct table: the version, its unique ID, and the micro-batch of the
+  * maintaining query (`source`: its checkpoint location) that committed it.
+  *
+  * A table of one store (`partitions` 1) *is* that store's checkpoint `version`_`uniqueId`. A partitioned
+  * table names in `stores` the checkpoint each partition's store holds at this version (a partition the
+  * version did not change keeps the checkpoint of an earlier one; a partition never written is absent:
+  * empty); its `uniqueId` identifies the table version only.
   */
-final case class AdjunctCommit(version: Long, uniqueId: String, source: String, sourceBatchId: Long)
+final case class AdjunctCommit(
+    version: Long,
+    uniqueId: String,
+    source: String,
+    sourceBatchId: Long,
+    partitions: Int = 1,
+    stores: Map[Int, CheckpointId] = Map.empty
+) {
+
+  /** The checkpoint partition `p`'s store holds at this version. */
+  def storeCheckpoint(p: Int): CheckpointId =
+    if (partitions == 1) CheckpointId(version, uniqueId) else stores.getOrElse(p, CheckpointId.Empty)
+}
 
 /** What one executor's replica of an adjunct table held when it last changed version (its marker): which
   * replica (`name`: executor id and host), the version and unique ID it loaded, when (epoch ms), and what its
-  * loads cost so far (snapshot bytes downloaded, deltas replayed). `lineagestore inspect` reads these to show
+  * loads cost so far (snapshot bytes downloaded, deltas replayed). Of a partitioned table, a replica holds one
+  * `partition`'s store and `version`/`uniqueId` are that store's checkpoint (-1: the table's one store, whose
+  * checkpoint is the table version). `lineagestore inspect` reads these to show
   * the replicas' lag; a marker is written by its replica only, so one left by a gone executor grows old.
   */
 final case class ReplicaMark(
@@ -24,16 +44,17 @@ final case class ReplicaMark(
     uniqueId: String,
     loadedAtMs: Long,
     bytesDownloaded: Long,
-    deltasReplayed: Long
+    deltasReplayed: Long,
+    partition: Int = -1
 )
 
 /** The table-level files of an adjunct table (see docs/adjunct-tables.md), over the blob store rooted at the
   * table's path:
   * {{{
   * _adjunct/table.properties     the table's schema (opaque strings the glue writes once)
-  * _adjunct/commits/<version>    one AdjunctCommit each, written once after the store's delta
+  * _adjunct/commits/<version>    one AdjunctCommit each, written once after the stores' deltas
   * _adjunct/replicas/<name>~<seq> a ReplicaMark per version change of an executor's replica (newest seq wins)
-  * store/0/...                   the lineagestore store itself
+  * store/<p>/...                 the lineagestore store of partition p (one, `store/0`, unless partitioned)
   * }}}
   * The commit records are the table's commit log: a version of the table is the unique ID its record names
   * (seed 003's commit log), so a store checkpoint without a record is an orphan no reader loads. Records are
@@ -71,12 +92,28 @@ final class AdjunctTableLog(blobs: BlobStore) {
           s"the adjunct table commit record lacks '$k'"
         )
       )
+      val stores = p.collect {
+        case (k, v) if k.startsWith(StoreKeyPrefix) =>
+          val at = v.indexOf('_')
+          val parsed = scala.util.Try {
+            require(at > 0)
+            k.stripPrefix(StoreKeyPrefix).toInt -> CheckpointId(v.take(at).toLong, v.drop(at + 1))
+          }
+          parsed.getOrElse(
+            throw new CorruptCheckpointFileException(
+              blobs.locate(name),
+              s"the adjunct table commit record's '$k' is '$v', not <version>_<uniqueId>"
+            )
+          )
+      }
       Some(
         AdjunctCommit(
           field("version").toLong,
           field("uniqueId"),
           field("source"),
-          field("sourceBatchId").toLong
+          field("sourceBatchId").toLong,
+          p.get(PartitionsKey).map(_.toInt).getOrElse(1),
+          stores
         )
       )
     }
@@ -92,7 +129,8 @@ final class AdjunctTableLog(blobs: BlobStore) {
       "uniqueId" -> c.uniqueId,
       "source" -> c.source,
       "sourceBatchId" -> c.sourceBatchId.toString
-    )
+    ) ++ Option.when(c.partitions > 1)(PartitionsKey -> c.partitions.toString) ++
+      c.stores.map { case (p, id) => s"$StoreKeyPrefix$p" -> s"${id.version}_${id.uniqueId}" }
   )
 
   def delete(version: Long): Unit = blobs.delete(commitName(version))
@@ -102,7 +140,7 @@ final class AdjunctTableLog(blobs: BlobStore) {
     * its previous one.
     */
   def writeReplica(m: ReplicaMark, seq: Long): String = {
-    val name = replicaName(m.name, seq)
+    val name = replicaName(if (m.partition < 0) m.name else s"${m.name}.p${m.partition}", seq)
     writeProperties(
       name,
       Map(
@@ -112,7 +150,7 @@ final class AdjunctTableLog(blobs: BlobStore) {
         "loadedAtMs" -> m.loadedAtMs.toString,
         "bytesDownloaded" -> m.bytesDownloaded.toString,
         "deltasReplayed" -> m.deltasReplayed.toString
-      )
+      ) ++ Option.when(m.partition >= 0)("partition" -> m.partition.toString)
     )
     name
   }
@@ -139,7 +177,8 @@ final class AdjunctTableLog(blobs: BlobStore) {
             p("uniqueId"),
             p("loadedAtMs").toLong,
             p("bytesDownloaded").toLong,
-            p("deltasReplayed").toLong
+            p("deltasReplayed").toLong,
+            p.get("partition").map(_.toInt).getOrElse(-1)
           )
         }.toOption
       }
@@ -173,8 +212,15 @@ object AdjunctTableLog {
   def replicaName(replica: String, seq: Long): String =
     f"$ReplicasDir/${replica.replaceAll("[^A-Za-z0-9._@-]", "_")}$SeqSeparator$seq%019d"
 
-  /** The table's one store, relative to the table's path (partitioned tables would add store/1, ...). */
-  val StoreDir = "store/0"
+  /** Partition `p`'s store, relative to the table's path (a table of one store has `store/0` only). */
+  def storeDir(p: Int): String = s"store/$p"
+  val StoreDir: String = storeDir(0)
+
+  /** The table's number of partitions, in its meta and its commit records (absent: a table of one store). */
+  val PartitionsKey = "partitions"
+
+  /** A commit record's `store.<p>=<version>_<uniqueId>` entries (partitioned tables only). */
+  val StoreKeyPrefix = "store."
   def commitName(version: Long): String = s"$CommitsDir/$version"
 
   /** Parses properties text (tests, tools). */

@@ -16,7 +16,11 @@ import org.apache.spark.sql.catalyst.expressions.{
   UnsafeProjection,
   UnsafeRow
 }
-import org.apache.spark.sql.execution.streaming.state.lineagestore.InternalFrames
+import org.apache.spark.sql.execution.streaming.state.lineagestore.{
+  InternalFrames,
+  PlanPartitioning,
+  SparkKeyPlacement
+}
 import org.apache.spark.sql.types._
 
 import io.lineagestore.format.{AdjunctCommit, AdjunctTableLog}
@@ -24,7 +28,8 @@ import io.lineagestore.storage.HadoopBlobStore
 
 /** Looks events up in an adjunct table on the executors (docs/adjunct-tables.md "Look up"): a JVM operator
   * over the events' internal rows, reading each executor's shared replica ([[AdjunctReplicas]]) at one
-  * version the driver chose. Left-join semantics: an event whose key is absent (or deleted, or null) gets
+  * version the driver chose; of a partitioned table, task p reads partition p's replica and the events must
+  * be partitioned like the table (checked). Left-join semantics: an event whose key is absent (or deleted, or null) gets
   * nulls in the value columns.
   */
 object AdjunctLookup {
@@ -50,14 +55,42 @@ object AdjunctLookup {
     val stored = schema.stored
     val nValues = schema.values.length
     val outSchema = StructType(eventSchema.fields ++ schema.values.fields.map(_.copy(nullable = true)))
-    val storePath = table.storePath
-    val id = AdjunctTable.checkpointOf(commit)
+    val n = table.partitions
+    val keyFields = schema.keys.fields.toSeq
+    // partitioned: task p reads partition p's store only, so its events must be the keys placed in p. Checked
+    // on the plan before anything runs, where the plan says how the events are partitioned; on the partition
+    // count they run with; and per event, with the placement the table was written with (the only check when
+    // the plan does not say, as in a stateless streaming query's foreachBatch: see PlanPartitioning.Unknown)
+    val verdict = if (n == 1) PlanPartitioning.Matches else PlanPartitioning.verdict(events, onCols, n)
+    verdict match {
+      case PlanPartitioning.Differs(how) => throw notPartitionedLike(path, n, onCols, how)
+      case _                             =>
+    }
+    val input = InternalFrames.rowsOf(events)
+    if (n > 1 && input.getNumPartitions != n)
+      throw notPartitionedLike(
+        path,
+        n,
+        onCols,
+        if (verdict == PlanPartitioning.Matches)
+          s"hash-partitioned on those columns but run in ${input.getNumPartitions} partitions (adaptive query " +
+            "execution coalesced their shuffle; it never coalesces an explicit repartition(n, ...))"
+        else s"in ${input.getNumPartitions} partitions"
+      )
+    val stores = (0 until n).map(p => (table.storePathOf(p), commit.storeCheckpoint(p)))
     // fetched once per executor, not deserialized with every task; only a replica's first opening reads it
     val conf = spark.sparkContext.broadcast(confEntries)
-    val rows = InternalFrames.rowsOf(events).mapPartitions { it =>
-      val replica = AdjunctReplicas.replica(storePath, conf.value)
-      val store = replica.acquire(id)
-      TaskContext.get().addTaskCompletionListener[Unit](_ => replica.release())
+    val rows = input.mapPartitionsWithIndex { (partition, it) =>
+      val p = if (n == 1) 0 else partition
+      val (storePath, id) = stores(p)
+      // opened at the first event with a key: a task with none (an empty partition) loads no replica
+      lazy val store = {
+        val replica = AdjunctReplicas.replica(storePath, conf.value, if (n == 1) -1 else p)
+        val held = replica.acquire(id)
+        TaskContext.get().addTaskCompletionListener[Unit](_ => replica.release())
+        held
+      }
+      val placement = if (n == 1) null else SparkKeyPlacement.partitionIdOf(keyFields, n)
       val keyProj = UnsafeProjection.create(keyOrdinals.toSeq.map { i =>
         BoundReference(i, eventSchema(i).dataType, eventSchema(i).nullable)
       })
@@ -74,7 +107,21 @@ object AdjunctLookup {
       it.map { event =>
         val found =
           if (keyOrdinals.exists(event.isNullAt)) null
-          else store.get(1, keyProj(event).getBytes)
+          else {
+            val key = keyProj(event)
+            if (placement != null) {
+              val placed = placement.eval(key).asInstanceOf[Int]
+              if (placed != p)
+                throw notPartitionedLike(
+                  path,
+                  n,
+                  onCols,
+                  s"not placed like it: an event with key (${key.toSeq(schema.keys).mkString(", ")}) is in " +
+                    s"partition $p, where Spark's hash of the key columns places it in $placed"
+                )
+            }
+            store.get(1, key.getBytes)
+          }
         val right =
           if (found == null) absent
           else {
@@ -88,18 +135,24 @@ object AdjunctLookup {
     InternalFrames.of(spark, rows, outSchema)
   }
 
-  /** The table's live rows at `version` (latest when negative), read in one task from a replica. */
+  /** The table's live rows at `version` (latest when negative), read in one task per partition from the
+    * replicas.
+    */
   def read(spark: SparkSession, path: String, version: Long): DataFrame = {
     val confEntries = AdjunctTable.confEntries(spark.sparkContext.hadoopConfiguration)
     val table = new AdjunctTable(path, AdjunctTable.confOf(confEntries))
     val schema = table.schema
-    val id = AdjunctTable.checkpointOf(table.resolve(version))
-    val storePath = table.storePath
+    val commit = table.resolve(version)
+    val n = table.partitions
+    val stores = (0 until n).map(p => (table.storePathOf(p), commit.storeCheckpoint(p)))
     val keys = schema.keys
     val stored = schema.stored
     val nValues = schema.values.length
-    val rows = spark.sparkContext.parallelize(Seq(0), 1).mapPartitions { _ =>
-      val replica = AdjunctReplicas.replica(storePath, confEntries)
+    // one task per partition, each reading its partition's replica
+    val rows = spark.sparkContext.parallelize(0 until n, n).mapPartitions { ps =>
+      val p = ps.next()
+      val (storePath, id) = stores(p)
+      val replica = AdjunctReplicas.replica(storePath, confEntries, if (n == 1) -1 else p)
       val store = replica.acquire(id)
       val scan = store.scan(1, Array.emptyByteArray, null)
       TaskContext.get().addTaskCompletionListener[Unit] { _ => scan.close(); replica.release() }
@@ -169,15 +222,32 @@ object AdjunctLookup {
     table.log.commits().map((c: AdjunctCommit) => s"${c.version}\t${c.uniqueId}\t${c.sourceBatchId}").asJava
   }
 
-  /** The stats of the replica of `path` held by this JVM (the driver's in local mode: tests), empty if none.
+  /** The stats of the replica of `path`'s partition `partition` held by this JVM (the driver's in local mode:
+    * tests), empty if none.
     */
-  def localReplicaStats(spark: SparkSession, path: String): java.util.Map[String, java.lang.Long] = {
+  def localReplicaStats(
+      spark: SparkSession,
+      path: String,
+      partition: Int
+  ): java.util.Map[String, java.lang.Long] = {
     val table = new AdjunctTable(path, spark.sparkContext.hadoopConfiguration)
     AdjunctReplicas
-      .existing(table.storePath)
+      .existing(table.storePathOf(partition))
       .fold(Map.empty[String, Long])(_.stats)
       .map { case (k, v) => k -> java.lang.Long.valueOf(v) }
       .asJava
+  }
+
+  private def notPartitionedLike(path: String, n: Int, on: Seq[String], how: String) = {
+    val cols = on.map(c => s"'$c'").mkString(", ")
+    new AdjunctTableException(
+      s"adjunct table $path is partitioned into $n partitions by its key columns, but the events are $how. A " +
+        s"partitioned lookup reads partition p of the table in the task of the events' partition p, so the " +
+        s"events must be hash-partitioned on ($cols) into $n partitions: repartition them " +
+        s"(events.repartition($n, $cols)), or look them up after a stateful operator whose shuffle is on " +
+        s"those columns with spark.sql.shuffle.partitions=$n; or maintain the table without partitions " +
+        "(broadcast lookup: every task reads the whole table)."
+    )
   }
 
   private def checkKeys(

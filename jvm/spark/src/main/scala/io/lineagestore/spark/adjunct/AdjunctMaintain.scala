@@ -17,7 +17,7 @@ import org.apache.spark.sql.types._
 import io.lineagestore.format.AdjunctCommit
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.store.LineageStore
-import org.apache.spark.sql.execution.streaming.state.lineagestore.InternalFrames
+import org.apache.spark.sql.execution.streaming.state.lineagestore.{InternalFrames, SparkKeyPlacement}
 
 /** Maintains an adjunct table from one micro-batch of changes (called from foreachBatch; see
   * docs/adjunct-tables.md "Maintain"): one committed table version per batch, idempotent on a re-run.
@@ -29,7 +29,9 @@ object AdjunctMaintain {
   /** A change ready for the store: key and stored value as UnsafeRow bytes; `badOp` names an unknown op. */
   final case class Change(key: Array[Byte], ordering: Long, value: Array[Byte], badOp: String)
 
-  /** Applies `batch` and commits; returns the table version the batch's changes are in. */
+  /** Applies `batch` and commits; returns the table version the batch's changes are in. `partitions`: the
+    * number of stores a new table places its keys in (0: the table's, or 1 for a new table).
+    */
   def maintainBatch(
       batch: DataFrame,
       batchId: Long,
@@ -38,45 +40,101 @@ object AdjunctMaintain {
       ordering: String,
       op: String,
       source: String,
-      retainVersions: Int
+      retainVersions: Int,
+      partitions: Int
   ): Long = {
     val spark = batch.sparkSession
     val confEntries = AdjunctTable.confEntries(spark.sparkContext.hadoopConfiguration)
     val table = new AdjunctTable(path, AdjunctTable.confOf(confEntries))
     val schema = schemaOf(batch, path, keys.asScala.toSeq, ordering, op)
-    table.log.readMeta() match {
-      case Some(m) => checkSame(path, AdjunctSchema.fromMeta(m), schema)
-      case None    =>
+    if (partitions < 0)
+      throw new AdjunctTableException(s"adjunct table $path: partitions must be positive, not $partitions")
+    val n = table.log.readMeta() match {
+      case Some(m) =>
+        checkSame(path, AdjunctSchema.fromMeta(m), schema)
+        val kept = AdjunctTable.partitionsOf(m)
+        if (partitions > 0 && partitions != kept)
+          throw new AdjunctTableException(
+            s"adjunct table $path has $kept partition(s), but maintain was given partitions=$partitions; " +
+              s"nothing was committed. Pass partitions=$kept (or none: the table's), or maintain a new table " +
+              "at another path: a table's keys stay where its first version placed them."
+          )
+        kept
+      case None =>
         if (table.log.latest().isEmpty) {
           val fs = new org.apache.hadoop.fs.Path(path).getFileSystem(AdjunctTable.confOf(confEntries))
           if (fs.exists(new org.apache.hadoop.fs.Path(path, "offsets"))) throw table.noTable()
         }
-        table.log.writeMeta(schema.toMeta)
+        val created = math.max(partitions, 1)
+        table.log.writeMeta(schema.toMeta(created))
+        created
     }
     val latest = table.log.latest()
     latest.filter(c => c.source == source && c.sourceBatchId >= batchId) match {
       case Some(done) => return done.version // a re-run of a batch already committed: nothing to do
       case None       =>
     }
-    val changes = reduced(batch, schema, ordering, op)
-    val local = new AdjunctLocalStore(table.storePath, confEntries, "writer", retainVersions)
+    val changes = reduced(batch, schema, ordering, op, n)
+    val version = latest.fold(1L)(_.version + 1)
+    // each partition's store the batch changes, committed (its snapshots uploaded) before the table record:
+    // a crash in between leaves deltas no record names, which no reader loads
+    val committed = changes.toSeq.sortBy(_._1).map { case (p, chunks) =>
+      val prev = latest.fold(CheckpointId.Empty)(_.storeCheckpoint(p))
+      // a table of one store is its store: the table version is the store's, under the same unique ID
+      val uniqueId = UUID.randomUUID().toString
+      p -> commitPartition(table, p, prev, chunks, path, op, confEntries, retainVersions, uniqueId)
+    }.toMap
+    val record =
+      if (n == 1) {
+        // an empty batch still commits a version (the store's next), as a stateful operator's store does
+        val id = committed.getOrElse(
+          0,
+          commitPartition(table, 0, latest.fold(CheckpointId.Empty)(_.storeCheckpoint(0)), Nil, path, op,
+            confEntries, retainVersions, UUID.randomUUID().toString)
+        )
+        AdjunctCommit(id.version, id.uniqueId, source, batchId)
+      } else {
+        val unchanged = latest.fold(Map.empty[Int, CheckpointId])(_.stores)
+        AdjunctCommit(version, UUID.randomUUID().toString, source, batchId, n, unchanged ++ committed)
+      }
+    table.log.write(record)
+    // records first, then files: a record never names a checkpoint clean-up may have deleted
+    table.log
+      .versions()
+      .filter(_ <= record.version - retainVersions)
+      .foreach(table.log.delete)
+    record.version
+  }
+
+  /** Applies partition `p`'s changes to its store (loaded at `prev`, the checkpoint the latest record names)
+    * and commits them as that store's next checkpoint; returns it. Before applying, the store's clean-up runs
+    * against `prev` (its record is committed, so this is the clean-up that ran after that commit before
+    * partitions: a store's last `retain` checkpoints cover every checkpoint a kept table record names, since
+    * a store commits at most once per table version).
+    */
+  private def commitPartition(
+      table: AdjunctTable,
+      p: Int,
+      prev: CheckpointId,
+      chunks: Seq[Array[Byte]],
+      path: String,
+      op: String,
+      confEntries: Map[String, String],
+      retainVersions: Int,
+      uniqueId: String
+  ): CheckpointId = {
+    val local = new AdjunctLocalStore(table.storePathOf(p), confEntries, "writer", retainVersions)
     try {
       val store = local.store
-      local.load(latest.map(AdjunctTable.checkpointOf).getOrElse(CheckpointId.Empty))
-      // the table's first version starts from nothing: no stored ordering to compare with (each key once)
-      val first = latest.isEmpty
-      try changes.foreach(c => apply(store, c, path, op, first))
+      local.load(prev)
+      if (!prev.isEmptyState) store.cleanup()
+      // a store's first checkpoint starts from nothing: no stored ordering to compare with (each key once)
+      val first = prev.isEmptyState
+      try chunks.iterator.flatMap(ChangePacking.unpack).foreach(c => apply(store, c, path, op, first))
       catch { case t: Throwable => store.abort(); throw t }
-      val id = store.commit(UUID.randomUUID().toString)
+      val id = store.commit(uniqueId)
       store.uploadSnapshots()
-      table.log.write(AdjunctCommit(id.version, id.uniqueId, source, batchId))
-      // records first, then files: a record never names a checkpoint clean-up may have deleted
-      table.log
-        .versions()
-        .filter(_ <= id.version - retainVersions)
-        .foreach(table.log.delete)
-      store.cleanup()
-      id.version
+      id
     } finally local.close()
   }
 
@@ -99,7 +157,9 @@ object AdjunctMaintain {
   }
 
   /** The batch's changes reduced to the newest per key (ties: a delete wins, so the result is deterministic),
-    * encoded for the store, collected to the driver (the changes, never the table).
+    * encoded for the store, collected to the driver (the changes, never the table), by the partition each key
+    * is placed in: Spark's own shuffle placement of the key columns among `partitions`
+    * ([[SparkKeyPlacement.partitionIdOf]]), the one a lookup's events partitioned like the table have.
     *
     * Each task sorts its changes by key (the store's bytewise order: the driver's writes then walk RocksDB
     * and the batch's pending writes in order) and sends them as one packed byte array ([[ChangePacking]]):
@@ -110,8 +170,9 @@ object AdjunctMaintain {
       batch: DataFrame,
       schema: AdjunctSchema,
       ordering: String,
-      op: String
-  ): Iterator[Change] = {
+      op: String,
+      partitions: Int
+  ): Map[Int, Seq[Array[Byte]]] = {
     val keyCols = schema.keys.fieldNames.map(F.col)
     val isDelete = F.lower(F.col(op)) === "delete"
     val badOp =
@@ -134,6 +195,8 @@ object AdjunctMaintain {
         BoundReference(i, f.dataType, f.nullable)
       })
       val valueProj = UnsafeProjection.create(stored)
+      val placement =
+        if (partitions == 1) null else SparkKeyPlacement.partitionIdOf(keySchema.fields.toSeq, partitions)
       val values = new Array[Any](2 + nValues)
       val valueRow = new GenericInternalRow(values)
       val changes = rows.map { row =>
@@ -144,17 +207,22 @@ object AdjunctMaintain {
         for (i <- 0 until nValues)
           values(2 + i) = if (deleted) null else c.get(3 + i, stored.fields(2 + i).dataType)
         val v = valueProj(valueRow)
-        Change(
-          keyProj(row).copy().getBytes, // getBytes may return the projection's reused buffer
+        val key = keyProj(row)
+        val p = if (placement == null) 0 else placement.eval(key).asInstanceOf[Int]
+        p -> Change(
+          key.copy().getBytes, // getBytes may return the projection's reused buffer
           c.getLong(0),
           v.copy().getBytes,
           if (c.isNullAt(2)) null else c.getUTF8String(2).toString
         )
       }.toArray
-      java.util.Arrays.sort(changes, ChangePacking.ByKey)
-      Iterator.single(ChangePacking.pack(changes))
+      changes.groupBy(_._1).iterator.map { case (p, placed) =>
+        val inPartition = placed.map(_._2)
+        java.util.Arrays.sort(inPartition, ChangePacking.ByKey)
+        p -> ChangePacking.pack(inPartition)
+      }
     }
-    packed.collect().iterator.flatMap(ChangePacking.unpack)
+    packed.collect().toSeq.groupMap(_._1)(_._2)
   }
 
   /** Checks the change stream's columns; the values are every other column. */

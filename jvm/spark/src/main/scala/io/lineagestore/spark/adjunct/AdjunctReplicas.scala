@@ -46,7 +46,8 @@ object AdjunctLocalStore {
     new LocalDirectories(new File(System.getProperty("java.io.tmpdir")), LineageConf.LocalRetentionMs.default)
 }
 
-/** The executor's read-only replicas: one per adjunct table (store path), shared by the executor's tasks.
+/** The executor's read-only replicas: one per adjunct table (store path; per partition of a partitioned table),
+  * shared by the executor's tasks.
   *
   * Guarded: each [[Replica]]'s monitor guards its `readers` count and the version its store holds, as a
   * readers-writer gate: tasks reading the loaded version share it (RocksDB gets need no lock, and a replica
@@ -67,11 +68,14 @@ object AdjunctReplicas {
   /** The replica of `storePath` this JVM holds, if any. */
   def existing(storePath: String): Option[Replica] = synchronized(replicas.get(storePath))
 
-  def replica(storePath: String, confEntries: Map[String, String]): Replica = synchronized {
-    replicas.getOrElseUpdate(storePath, new Replica(storePath, confEntries))
+  /** The replica of the store at `storePath` (`partition` of a partitioned table, or -1: the table's one
+    * store), opened on first use.
+    */
+  def replica(storePath: String, confEntries: Map[String, String], partition: Int): Replica = synchronized {
+    replicas.getOrElseUpdate(storePath, new Replica(storePath, confEntries, partition))
   }
 
-  final class Replica(storePath: String, confEntries: Map[String, String]) {
+  final class Replica(storePath: String, confEntries: Map[String, String], partition: Int) {
     private var local: AdjunctLocalStore = _ // opened by the first acquire
     private var readers = 0
     private var markerSeq = 0L // guarded like the rest: marks are written under this monitor
@@ -101,7 +105,8 @@ object AdjunctReplicas {
         id.uniqueId,
         System.currentTimeMillis(),
         c.bytesDownloaded.get,
-        c.deltasReplayed.get
+        c.deltasReplayed.get,
+        partition
       )
       try {
         // load time then a counter: increasing within this replica even when two loads share a millisecond

@@ -27,8 +27,9 @@ final case class AdjunctSchema(keys: StructType, values: StructType) {
         StructField(DeletedField, BooleanType, nullable = false) +: values.fields.map(_.copy(nullable = true))
     )
 
-  def toMeta: Map[String, String] =
-    Map("keySchema" -> keys.json, "valueSchema" -> values.json, "format" -> "1")
+  def toMeta(partitions: Int): Map[String, String] =
+    Map("keySchema" -> keys.json, "valueSchema" -> values.json, "format" -> "1") ++
+      Option.when(partitions > 1)(AdjunctTableLog.PartitionsKey -> partitions.toString)
 }
 
 object AdjunctSchema {
@@ -48,13 +49,19 @@ object AdjunctSchema {
 /** An adjunct table at `path` as the driver sees it: its files, opened with `hadoopConf`. */
 final class AdjunctTable(val path: String, hadoopConf: Configuration) {
   val log = new AdjunctTableLog(new HadoopBlobStore(new Path(path), hadoopConf))
-  def storePath: String = new Path(new Path(path), AdjunctTableLog.StoreDir).toString
+  def storePath: String = storePathOf(0)
+  def storePathOf(partition: Int): String =
+    new Path(new Path(path), AdjunctTableLog.storeDir(partition)).toString
 
   /** The table's schema (read once per instance); fails naming the path when no table is there (or a query
     * checkpoint is).
     */
-  lazy val schema: AdjunctSchema =
-    log.readMeta().map(AdjunctSchema.fromMeta).getOrElse(throw noTable())
+  lazy val schema: AdjunctSchema = AdjunctSchema.fromMeta(meta)
+
+  /** The number of partitions (stores) the table keys are placed in: 1 unless maintained with more. */
+  lazy val partitions: Int = AdjunctTable.partitionsOf(meta)
+
+  private lazy val meta: Map[String, String] = log.readMeta().getOrElse(throw noTable())
 
   def noTable(): AdjunctTableException = {
     val fs = new Path(path).getFileSystem(hadoopConf)
@@ -95,7 +102,8 @@ final class AdjunctTable(val path: String, hadoopConf: Configuration) {
 }
 
 object AdjunctTable {
-  def checkpointOf(c: AdjunctCommit): CheckpointId = CheckpointId(c.version, c.uniqueId)
+  def partitionsOf(meta: Map[String, String]): Int =
+    meta.get(AdjunctTableLog.PartitionsKey).map(_.toInt).getOrElse(1)
 
   /** A Hadoop configuration as plain entries, to rebuild it on executors. */
   def confEntries(conf: Configuration): Map[String, String] =

@@ -6,7 +6,7 @@ import org.apache.spark.sql.execution.streaming.state.{
   NoPrefixKeyStateEncoderSpec,
   PrefixKeyScanStateEncoderSpec
 }
-import org.apache.spark.sql.types.{DataType, StructType}
+import org.apache.spark.sql.types.{DataType, StructField, StructType}
 
 import io.lineagestore.tools.KeyPlacement
 
@@ -36,10 +36,8 @@ final class SparkKeyPlacement(
     valueSchema,
     multipleValues = false
   )
-  private val partitionId: Expression = HashPartitioning(
-    (0 until partitionKeyColumns).map(i => BoundReference(i, keySchema(i).dataType, keySchema(i).nullable)),
-    partitions
-  ).partitionIdExpression
+  private val partitionId: Expression =
+    SparkKeyPlacement.partitionIdOf(keySchema.fields.take(partitionKeyColumns).toSeq, partitions)
 
   override def partitionOf(key: Array[Byte]): Int =
     partitionId.eval(encoders.decodeKey(key)).asInstanceOf[Int]
@@ -49,6 +47,17 @@ final class SparkKeyPlacement(
 }
 
 object SparkKeyPlacement {
+
+  /** Spark's own partition id of a row whose first columns are `keyFields` among `n` partitions: the
+    * `HashPartitioning(keys, n).partitionIdExpression` a shuffle on those columns (`repartition(n, keys)`, a
+    * stateful operator's exchange) places rows with. The one placement decision of repartition, migrate and
+    * partitioned adjunct tables. Not thread-safe once evaluated: one per thread.
+    */
+  def partitionIdOf(keyFields: Seq[StructField], n: Int): Expression =
+    HashPartitioning(
+      keyFields.zipWithIndex.map { case (f, i) => BoundReference(i, f.dataType, f.nullable) },
+      n
+    ).partitionIdExpression
 
   /** For py4j: schemas as Spark's JSON (as in the operator's schema file). */
   def of(

@@ -5,8 +5,6 @@ import java.io.File
 import org.apache.spark.sql.SparkSession
 import java.util.UUID
 
-import org.apache.spark.sql.catalyst.expressions.BoundReference
-import org.apache.spark.sql.catalyst.plans.physical.HashPartitioning
 import org.apache.spark.sql.execution.streaming.state.{
   NoPrefixKeyStateEncoderSpec,
   PrefixKeyScanStateEncoderSpec,
@@ -64,10 +62,8 @@ object StateMigration {
     sqlConf.setConfString(SQLConf.STATE_STORE_CHECKPOINT_FORMAT_VERSION.key, formatVersion)
     val storeConf = new StateStoreConf(sqlConf)
     val hadoopConf = spark.sessionState.newHadoopConf()
-    val partitionId = HashPartitioning(
-      (0 until partitionKeyColumns).map(i => BoundReference(i, keySchema(i).dataType, keySchema(i).nullable)),
-      newPartitions
-    ).partitionIdExpression
+    val partitionId =
+      SparkKeyPlacement.partitionIdOf(keySchema.fields.take(partitionKeyColumns).toSeq, newPartitions)
     val suffix = if (storeName == "default") "" else s"/$storeName"
     val r = StoreRepartitioner.write(
       operatorId,
