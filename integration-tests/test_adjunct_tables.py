@@ -281,14 +281,16 @@ def test_s3a_table(spark, s3_server, s3_bucket, capsys):
 
 
 def test_docs_example(spark):
-    """The complete example of docs/adjunct-tables.md runs as written (in this session's JVM)."""
+    """The complete examples of docs/adjunct-tables.md (broadcast, partitioned) run as written (in this
+    session's JVM)."""
     text = (Path(__file__).resolve().parent.parent / "docs" / "adjunct-tables.md").read_text()
     section = text[text.index("## Example") :]
     blocks = re.findall(r"^```python\n(.*?)^```$", section, re.S | re.M)
-    assert len(blocks) == 1, "expected one complete example under '## Example'"
+    assert len(blocks) == 2, "expected two complete examples under '## Example' and '## Example: partitioned'"
     before = dict(spark.conf.getAll)
     try:
-        exec(compile(blocks[0], "docs/adjunct-tables.md", "exec"), {"__name__": "adjunct_example"})
+        for block in blocks:
+            exec(compile(block, "docs/adjunct-tables.md", "exec"), {"__name__": "adjunct_example"})
     finally:  # the example's configure(builder).getOrCreate() set SQL confs on the shared session: undo them
         for key, value in dict(spark.conf.getAll).items():
             if key not in before:
