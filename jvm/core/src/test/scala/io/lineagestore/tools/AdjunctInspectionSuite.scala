@@ -98,6 +98,55 @@ class AdjunctInspectionSuite extends AnyFunSuite with BeforeAndAfterEach {
     )
   }
 
+  test(
+    "a partitioned table: records name each partition's store checkpoint; inspect sums the stores, lists " +
+      "each version's files by partition and a partition replica's lag by the records naming its checkpoint"
+  ) {
+    log.writeMeta(Map("keySchema" -> "k", "valueSchema" -> "v", AdjunctTableLog.PartitionsKey -> "2"))
+    // partition 0 commits at table versions 1 and 3, partition 1 at version 2 only
+    def storeOf(p: Int) = new LineageStore(
+      new CheckpointFiles(
+        new HadoopBlobStore(new Path(new Path(table), AdjunctTableLog.storeDir(p)), new Configuration()),
+        StoreIdentity(0, p, "default"),
+        pool
+      ),
+      new File(tmp, s"local$p"),
+      StoreSettings.Default
+    )
+    def commitIn(p: Int, from: CheckpointId, uid: String): CheckpointId = {
+      val store = storeOf(p)
+      try {
+        store.load(from)
+        store.put(1, Array(p.toByte), Array(1))
+        store.commit(uid)
+      } finally store.close()
+    }
+    val a1 = commitIn(0, CheckpointId.Empty, "a1")
+    log.write(AdjunctCommit(1, "t1", "src", 0, 2, Map(0 -> a1)))
+    val b1 = commitIn(1, CheckpointId.Empty, "b1")
+    log.write(AdjunctCommit(2, "t2", "src", 1, 2, Map(0 -> a1, 1 -> b1)))
+    val a2 = commitIn(0, a1, "a2")
+    log.write(AdjunctCommit(3, "t3", "src", 2, 2, Map(0 -> a2, 1 -> b1)))
+    commitIn(1, b1, "b2orphan") // a crash before version 4's record
+    assert(log.commits().map(_.storeCheckpoint(1)) == Seq(CheckpointId.Empty, b1, b1))
+    assert(log.latest().contains(AdjunctCommit(3, "t3", "src", 2, 2, Map(0 -> a2, 1 -> b1))))
+    assert(AdjunctCommit(7, "u7", "src", 0).storeCheckpoint(0) == CheckpointId(7, "u7")) // one store: itself
+    // replicas: partition 1's holds b1 (named by versions 2 and 3: current), partition 0's holds a1 (version 2)
+    log.writeReplica(ReplicaMark("1@h", 1, "b1", 1000L, 0L, 1L, partition = 1), 1)
+    log.writeReplica(ReplicaMark("1@h", 1, "a1", 1000L, 0L, 1L, partition = 0), 1)
+    assert(log.replicas().map(r => (r.name, r.partition)) == Seq("1@h" -> 0, "1@h" -> 1))
+    val report = AdjunctInspection.inspect(table).render
+    assert(report.contains("\"partitions\": 2"), report)
+    assert(report.contains("\"deltas\": 4,"), report)
+    assert(report.contains("\"uncommitted\": [\"1/2_b2orphan.delta\"]"), report)
+    assert(report.contains("\"version\": 2, \"uniqueId\": \"t2\", \"sourceBatchId\": 1, " +
+      "\"files\": [\"1/1_b1.delta\"]}"), report)
+    assert(report.contains("\"version\": 3, \"uniqueId\": \"t3\", \"sourceBatchId\": 2, " +
+      "\"files\": [\"0/2_a2.delta\"]}"), report)
+    assert(report.contains("\"replica\": \"1@h\", \"version\": 2, \"uniqueId\": \"a1\", \"lag\": 1"), report)
+    assert(report.contains("\"replica\": \"1@h\", \"version\": 3, \"uniqueId\": \"b1\", \"lag\": 0"), report)
+  }
+
   test("a record lacking a field fails naming the record") {
     log.writeMeta(Map("keySchema" -> "k", "valueSchema" -> "v"))
     new HadoopBlobStore(new Path(table), new Configuration())
