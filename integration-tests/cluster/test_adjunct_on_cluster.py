@@ -6,6 +6,7 @@ replicas' markers make the same facts visible to ``lineagestore inspect`` (their
 from __future__ import annotations
 
 from lineagestore import adjunct
+from test_adjunct_partitioned import sparks_partition_of
 from test_adjunct_tables import CHANGE_SCHEMA, ROUNDS, Oracle
 from test_adjunct_tables import inspect_json as _inspect
 
@@ -69,3 +70,45 @@ def test_lookups_on_three_executors_one_replica_each_deltas_only(spark, cluster,
 
 def _host(replica: dict) -> str:
     return replica["replica"].split("@")[1]
+
+
+def test_partitioned_lookup_on_three_executors_reads_each_partition_where_its_task_ran(
+    spark, cluster, tmp_path
+):
+    """A table in 6 partitions, events shuffled like it: every event enriched as the oracle says, and each
+    executor holds replicas of exactly the partitions whose tasks it ran (its markers), no others."""
+    table = str(tmp_path / "partitioned")
+    n = 6
+    oracle = Oracle()
+    for version, round_changes in enumerate(ROUNDS[:2], start=1):
+        df = spark.createDataFrame(round_changes, CHANGE_SCHEMA)
+        assert (
+            adjunct.maintain_batch(df, version - 1, table, ["id"], "seq", source="cluster-p", partitions=n)
+            == version
+        )
+        oracle.commit(version, round_changes)
+    keys = [0, 1, 2, 3, 4, 5, 6, 7, 8, 99, 1000]
+    events = spark.range(0, 10 * n, 1, n).selectExpr(
+        "cast(id as int) as event",
+        f"element_at(array({', '.join(map(str, keys))}), cast(id % {len(keys)} + 1 as int)) as id",
+    )
+    rows = adjunct.lookup(events.repartition(n, "id"), table, version=2).collect()
+    assert len(rows) == 10 * n
+    for r in rows:
+        assert (r["name"], r["score"]) == oracle.versions[2].get(r["id"], (None, None)), r
+    placed = set(sparks_partition_of(spark, keys, n).values())  # the partitions that had events
+    marks = _inspect(table)["replicas"]
+    assert {m["partition"] for m in marks} == placed, marks
+    assert all(m["lag"] == 0 for m in marks), marks
+    for host in cluster.hosts:
+        held = sorted(int(d.split("/store/")[1].split("/")[0]) for d in _replica_stores(cluster, host, table))
+        assert held == sorted(m["partition"] for m in marks if _host(m) == host), (host, held, marks)
+
+
+def _replica_stores(cluster, host: str, table: str) -> list[str]:
+    """The store locations of the replicas of ``table`` leased on ``host`` (from each directory's STORE)."""
+    return [
+        f.read_text()
+        for f in cluster.local_dir(host).rglob("STORE")
+        if f.read_text().startswith("adjunct-replica:") and table in f.read_text()
+    ]

@@ -33,10 +33,10 @@ final case class AdjunctCommit(
 
 /** What one executor's replica of an adjunct table held when it last changed version (its marker): which
   * replica (`name`: executor id and host), the version and unique ID it loaded, when (epoch ms), and what its
-  * loads cost so far (snapshot bytes downloaded, deltas replayed). Of a partitioned table, a replica holds one
-  * `partition`'s store and `version`/`uniqueId` are that store's checkpoint (-1: the table's one store, whose
-  * checkpoint is the table version). `lineagestore inspect` reads these to show
-  * the replicas' lag; a marker is written by its replica only, so one left by a gone executor grows old.
+  * loads cost so far (snapshot bytes downloaded, deltas replayed). Of a partitioned table, a replica holds
+  * one `partition`'s store and `version`/`uniqueId` are that store's checkpoint (-1: the table's one store,
+  * whose checkpoint is the table version). `lineagestore inspect` reads these to show the replicas' lag; a
+  * marker is written by its replica only, so one left by a gone executor grows old.
   */
 final case class ReplicaMark(
     name: String,

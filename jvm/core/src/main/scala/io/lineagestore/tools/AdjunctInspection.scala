@@ -8,8 +8,8 @@ import io.lineagestore.storage.HadoopBlobStore
 import io.lineagestore.tools.Json._
 
 /** `lineagestore inspect` on an adjunct table (docs/adjunct-tables.md): its committed versions, its schema
-  * and the size of its stores (one per partition), from the table commit log and the stores' listings (no data
-  * is read).
+  * and the size of its stores (one per partition), from the table commit log and the stores' listings (no
+  * data is read).
   */
 object AdjunctInspection {
 
@@ -17,15 +17,15 @@ object AdjunctInspection {
   def isTable(uri: String): Boolean =
     new AdjunctTableLog(new HadoopBlobStore(new Path(uri), ToolEnv.hadoopConf)).readMeta().isDefined
 
-  /** JSON: `{"table", "partitions", "schema": {...}, "versions": [{"version", "uniqueId", "sourceBatchId", "files"}],
-    * "store": {"deltas", "deltaBytes", "snapshots", "snapshotBytes", "sharedBlobs", "sharedBytes",
+  /** JSON: `{"table", "partitions", "schema": {...}, "versions": [{"version", "uniqueId", "sourceBatchId",
+    * "files"}], "store": {"deltas", "deltaBytes", "snapshots", "snapshotBytes", "sharedBlobs", "sharedBytes",
     * "totalBytes"}, "uncommitted": [checkpoint file names no record names, past the latest version],
     * "replicas": [{"replica", "version", "uniqueId", "lag", "loadedAtMs", "bytesDownloaded",
     * "deltasReplayed"}]}`. A replica's `lag` is how many versions it is behind the latest committed one when
     * it last loaded (its marker: [[io.lineagestore.format.ReplicaMark]]; a partition's replica, with its
     * `partition`, is at the newest version whose record names the store checkpoint it holds, and its `files`
-    * and `uncommitted` names start with `<partition>/`); `loadedAtMs` tells how old that is,
-    * so a replica of a gone executor shows as an old marker, not as a live one.
+    * and `uncommitted` names start with `<partition>/`); `loadedAtMs` tells how old that is, so a replica of
+    * a gone executor shows as an old marker, not as a live one.
     */
   def inspect(uri: String): Json = {
     val log = new AdjunctTableLog(new HadoopBlobStore(new Path(uri), ToolEnv.hadoopConf))
@@ -44,7 +44,8 @@ object AdjunctInspection {
       ),
       "versions" -> arr(commits.zipWithIndex.map { case (c, i) =>
         // the files this version committed: of each partition whose store it moved (all, for the first kept)
-        val moved = (0 until n).filter(p => i == 0 || commits(i - 1).storeCheckpoint(p) != c.storeCheckpoint(p))
+        val moved =
+          (0 until n).filter(p => i == 0 || commits(i - 1).storeCheckpoint(p) != c.storeCheckpoint(p))
         obj(
           "version" -> c.version,
           "uniqueId" -> c.uniqueId,
@@ -103,27 +104,28 @@ object AdjunctInspection {
   )
 
   private def inspectPartition(uri: String, p: Int, commits: Seq[AdjunctCommit]): PartitionFiles =
-    ToolStore.using(StoreRef(0, p, "default", new Path(new Path(uri), AdjunctTableLog.storeDir(p)).toString)) {
-      s =>
-        val files = s.files.listCheckpointFiles()
-        val sizes = s.blobs.list("").map(b => b.name -> b.size).toMap
-        def bytes(fs: Seq[io.lineagestore.lineage.CheckpointFile]) =
-          fs.map(f => sizes.getOrElse(f.name, 0L)).sum
-        val (snapshots, deltas) = files.partition(_.kind == CheckpointId.Snapshot)
-        val shared = s.files.listSharedBlobs()
-        val recorded = commits.map(_.storeCheckpoint(p)).toSet
-        val newest = commits.lastOption.fold(0L)(_.storeCheckpoint(p).version)
-        PartitionFiles(
-          files,
-          deltas.size.toLong,
-          bytes(deltas),
-          snapshots.size.toLong,
-          bytes(snapshots),
-          shared.size.toLong,
-          shared.map(_.size).sum,
-          files
-            .filter(f => !recorded(f.id) && f.id.version > newest)
-            .map(f => prefix(commits.headOption.fold(1)(_.partitions), p) + f.name)
-        )
+    ToolStore.using(
+      StoreRef(0, p, "default", new Path(new Path(uri), AdjunctTableLog.storeDir(p)).toString)
+    ) { s =>
+      val files = s.files.listCheckpointFiles()
+      val sizes = s.blobs.list("").map(b => b.name -> b.size).toMap
+      def bytes(fs: Seq[io.lineagestore.lineage.CheckpointFile]) =
+        fs.map(f => sizes.getOrElse(f.name, 0L)).sum
+      val (snapshots, deltas) = files.partition(_.kind == CheckpointId.Snapshot)
+      val shared = s.files.listSharedBlobs()
+      val recorded = commits.map(_.storeCheckpoint(p)).toSet
+      val newest = commits.lastOption.fold(0L)(_.storeCheckpoint(p).version)
+      PartitionFiles(
+        files,
+        deltas.size.toLong,
+        bytes(deltas),
+        snapshots.size.toLong,
+        bytes(snapshots),
+        shared.size.toLong,
+        shared.map(_.size).sum,
+        files
+          .filter(f => !recorded(f.id) && f.id.version > newest)
+          .map(f => prefix(commits.headOption.fold(1)(_.partitions), p) + f.name)
+      )
     }
 }

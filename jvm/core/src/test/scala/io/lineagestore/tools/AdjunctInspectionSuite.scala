@@ -139,10 +139,20 @@ class AdjunctInspectionSuite extends AnyFunSuite with BeforeAndAfterEach {
     assert(report.contains("\"partitions\": 2"), report)
     assert(report.contains("\"deltas\": 4,"), report)
     assert(report.contains("\"uncommitted\": [\"1/2_b2orphan.delta\"]"), report)
-    assert(report.contains("\"version\": 2, \"uniqueId\": \"t2\", \"sourceBatchId\": 1, " +
-      "\"files\": [\"1/1_b1.delta\"]}"), report)
-    assert(report.contains("\"version\": 3, \"uniqueId\": \"t3\", \"sourceBatchId\": 2, " +
-      "\"files\": [\"0/2_a2.delta\"]}"), report)
+    assert(
+      report.contains(
+        "\"version\": 2, \"uniqueId\": \"t2\", \"sourceBatchId\": 1, " +
+          "\"files\": [\"1/1_b1.delta\"]}"
+      ),
+      report
+    )
+    assert(
+      report.contains(
+        "\"version\": 3, \"uniqueId\": \"t3\", \"sourceBatchId\": 2, " +
+          "\"files\": [\"0/2_a2.delta\"]}"
+      ),
+      report
+    )
     assert(report.contains("\"replica\": \"1@h\", \"version\": 2, \"uniqueId\": \"a1\", \"lag\": 1"), report)
     assert(report.contains("\"replica\": \"1@h\", \"version\": 3, \"uniqueId\": \"b1\", \"lag\": 0"), report)
   }

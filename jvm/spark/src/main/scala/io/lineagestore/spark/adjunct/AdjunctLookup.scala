@@ -29,8 +29,8 @@ import io.lineagestore.storage.HadoopBlobStore
 /** Looks events up in an adjunct table on the executors (docs/adjunct-tables.md "Look up"): a JVM operator
   * over the events' internal rows, reading each executor's shared replica ([[AdjunctReplicas]]) at one
   * version the driver chose; of a partitioned table, task p reads partition p's replica and the events must
-  * be partitioned like the table (checked). Left-join semantics: an event whose key is absent (or deleted, or null) gets
-  * nulls in the value columns.
+  * be partitioned like the table (checked). Left-join semantics: an event whose key is absent (or deleted, or
+  * null) gets nulls in the value columns.
   */
 object AdjunctLookup {
 

@@ -78,19 +78,31 @@ object AdjunctMaintain {
     val version = latest.fold(1L)(_.version + 1)
     // each partition's store the batch changes, committed (its snapshots uploaded) before the table record:
     // a crash in between leaves deltas no record names, which no reader loads
-    val committed = changes.toSeq.sortBy(_._1).map { case (p, chunks) =>
-      val prev = latest.fold(CheckpointId.Empty)(_.storeCheckpoint(p))
-      // a table of one store is its store: the table version is the store's, under the same unique ID
-      val uniqueId = UUID.randomUUID().toString
-      p -> commitPartition(table, p, prev, chunks, path, op, confEntries, retainVersions, uniqueId)
-    }.toMap
+    val committed = changes.toSeq
+      .sortBy(_._1)
+      .map { case (p, chunks) =>
+        val prev = latest.fold(CheckpointId.Empty)(_.storeCheckpoint(p))
+        // a table of one store is its store: the table version is the store's, under the same unique ID
+        val uniqueId = UUID.randomUUID().toString
+        p -> commitPartition(table, p, prev, chunks, path, op, confEntries, retainVersions, uniqueId)
+      }
+      .toMap
     val record =
       if (n == 1) {
         // an empty batch still commits a version (the store's next), as a stateful operator's store does
         val id = committed.getOrElse(
           0,
-          commitPartition(table, 0, latest.fold(CheckpointId.Empty)(_.storeCheckpoint(0)), Nil, path, op,
-            confEntries, retainVersions, UUID.randomUUID().toString)
+          commitPartition(
+            table,
+            0,
+            latest.fold(CheckpointId.Empty)(_.storeCheckpoint(0)),
+            Nil,
+            path,
+            op,
+            confEntries,
+            retainVersions,
+            UUID.randomUUID().toString
+          )
         )
         AdjunctCommit(id.version, id.uniqueId, source, batchId)
       } else {

@@ -46,8 +46,8 @@ object AdjunctLocalStore {
     new LocalDirectories(new File(System.getProperty("java.io.tmpdir")), LineageConf.LocalRetentionMs.default)
 }
 
-/** The executor's read-only replicas: one per adjunct table (store path; per partition of a partitioned table),
-  * shared by the executor's tasks.
+/** The executor's read-only replicas: one per adjunct table (store path; per partition of a partitioned
+  * table), shared by the executor's tasks.
   *
   * Guarded: each [[Replica]]'s monitor guards its `readers` count and the version its store holds, as a
   * readers-writer gate: tasks reading the loaded version share it (RocksDB gets need no lock, and a replica

@@ -16,8 +16,8 @@ import org.apache.spark.sql.execution.adaptive.AdaptiveSparkPlanExec
   */
 object PlanPartitioning {
 
-  /** What the plan says about how `df`'s rows are partitioned, against hash partitioning on exactly
-    * `columns` (in this order: the hash is over them in order) into `n` partitions.
+  /** What the plan says about how `df`'s rows are partitioned, against hash partitioning on exactly `columns`
+    * (in this order: the hash is over them in order) into `n` partitions.
     */
   sealed trait Verdict
 
