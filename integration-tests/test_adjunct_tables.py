@@ -367,3 +367,43 @@ def test_bootstrap_holds_the_first_enriching_batch_until_the_table_caught_up(spa
     assert sorted(seen) == [0]
     for r in seen[0]:
         assert (r["name"], r["score"]) == oracle.versions[3].get(r["id"], (None, None)), r
+
+
+def test_old_version_records_and_stale_replica_markers_are_swept(spark, tmp_path):
+    """The enriching query's version records older than Spark's retained batches go (every
+    minBatchesToRetain batches); maintain deletes, every retain_versions versions, the replica markers
+    naming a version the table no longer keeps, and keeps the current ones."""
+    table = str(tmp_path / "table")
+    ckpt = tmp_path / "enrich"
+
+    def commit(b):
+        df = spark.createDataFrame([(1, "upsert", b, f"v{b}", float(b))], CHANGE_SCHEMA)
+        return adjunct.maintain_batch(df, b, table, ["id"], "seq", source="m", retain_versions=3)
+
+    commit(0)
+    before = spark.conf.get("spark.sql.streaming.minBatchesToRetain")
+    spark.conf.set("spark.sql.streaming.minBatchesToRetain", "3")
+    try:
+        for b in range(8):
+            assert adjunct.version_for_batch(spark, table, str(ckpt), b) == 1
+    finally:
+        spark.conf.set("spark.sql.streaming.minBatchesToRetain", before)
+    (records,) = (ckpt / "adjunct").iterdir()
+    # swept at batch 3 (nothing older than 0) and 6 (below 3); 7 was recorded since
+    assert sorted(int(f.name) for f in records.iterdir() if not f.name.startswith(".")) == [3, 4, 5, 6, 7]
+    assert adjunct.version_for_batch(spark, table, str(ckpt), 4) == 1  # a kept batch's record still reads
+
+    def markers():
+        return sorted((r["version"], r["lag"]) for r in inspect_json(table)["replicas"])
+
+    adjunct.read(spark, table).collect()  # this JVM's replica at version 1
+    commit(1)
+    assert markers() == [(1, 1)]
+    commit(2)  # version 3: a sweep, but version 1 is still kept (3 versions)
+    assert markers() == [(1, 2)]
+    adjunct.read(spark, table).collect()  # the replica moves to version 3: its marker too
+    for b in (3, 4, 5):  # version 6 sweeps: versions 4-6 kept; the marker of version 3 names none
+        commit(b)
+    assert markers() == [], inspect_json(table)["replicas"]
+    adjunct.read(spark, table).collect()
+    assert markers() == [(6, 0)]

@@ -161,27 +161,35 @@ final class AdjunctTableLog(blobs: BlobStore) {
     * markers are reports, never read to decide what a reader loads.
     */
   def replicas(): Seq[ReplicaMark] =
+    markerNames()
+      .groupBy(_.stripPrefix(ReplicasDir + "/").split(SeqSeparator)(0))
+      .toSeq
+      .sortBy(_._1)
+      .flatMap { case (_, names) => readMarker(names.max) } // zero-padded sequence: the newest sorts last
+
+  /** Every marker that parses, with its name (for clean-up: all of them, not only each replica's newest). */
+  def replicaMarkers(): Seq[(String, ReplicaMark)] =
+    markerNames().flatMap(n => readMarker(n).map(n -> _))
+
+  private def markerNames(): Seq[String] =
     blobs
       .list(ReplicasDir)
       .map(_.name)
       .filterNot(_.stripPrefix(ReplicasDir + "/").startsWith(".")) // a filesystem's checksum files
-      .groupBy(_.stripPrefix(ReplicasDir + "/").split(SeqSeparator)(0))
-      .toSeq
-      .sortBy(_._1)
-      .flatMap { case (_, names) =>
-        scala.util.Try {
-          val p = readProperties(names.max) // sequence numbers are zero-padded: the newest sorts last
-          ReplicaMark(
-            p("replica"),
-            p("version").toLong,
-            p("uniqueId"),
-            p("loadedAtMs").toLong,
-            p("bytesDownloaded").toLong,
-            p("deltasReplayed").toLong,
-            p.get("partition").map(_.toInt).getOrElse(-1)
-          )
-        }.toOption
-      }
+
+  private def readMarker(name: String): Option[ReplicaMark] =
+    scala.util.Try {
+      val p = readProperties(name)
+      ReplicaMark(
+        p("replica"),
+        p("version").toLong,
+        p("uniqueId"),
+        p("loadedAtMs").toLong,
+        p("bytesDownloaded").toLong,
+        p("deltasReplayed").toLong,
+        p.get("partition").map(_.toInt).getOrElse(-1)
+      )
+    }.toOption
 
   private def readProperties(name: String): Map[String, String] = {
     val in = blobs.open(name)

@@ -24,6 +24,7 @@ import org.apache.spark.sql.execution.streaming.state.lineagestore.{
 import org.apache.spark.sql.types._
 
 import io.lineagestore.format.{AdjunctCommit, AdjunctTableLog}
+import io.lineagestore.lineage.AdjunctRetention
 import io.lineagestore.storage.HadoopBlobStore
 
 /** Looks events up in an adjunct table on the executors (docs/adjunct-tables.md "Look up"): a JVM operator
@@ -197,9 +198,28 @@ object AdjunctLookup {
     } else {
       val v = table.resolve(-1).version
       records.write(name)(_.write(s"table=$path\nversion=$v\n".getBytes(UTF_8)))
+      val keep = spark.conf.get(MinBatchesToRetain, "100").toInt
+      if (AdjunctRetention.sweepsAt(batchId, keep)) sweepVersionRecords(records, batchId, keep)
       v
     }
   }
+
+  private val MinBatchesToRetain = "spark.sql.streaming.minBatchesToRetain"
+
+  /** Deletes the version records no run of the enriching query can read again
+    * ([[AdjunctRetention.expiredBatchRecords]]), every `keep` batches. Best effort: a record left behind is
+    * one tiny file, and the batch has its version.
+    */
+  private def sweepVersionRecords(records: HadoopBlobStore, running: Long, keep: Int): Unit =
+    try {
+      val recorded = records.list("").flatMap(_.name.toLongOption)
+      AdjunctRetention.expiredBatchRecords(recorded, running, keep).foreach(b => records.delete(b.toString))
+    } catch {
+      case scala.util.control.NonFatal(e) =>
+        org.slf4j.LoggerFactory
+          .getLogger(getClass)
+          .warn(s"adjunct version records under ${records.locate("")}: could not sweep old ones: $e")
+    }
 
   /** Whether micro-batch `batchId` of the enriching query at `checkpoint` already has its version recorded.
     */

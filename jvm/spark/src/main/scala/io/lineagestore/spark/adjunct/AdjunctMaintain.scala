@@ -3,6 +3,7 @@ package io.lineagestore.spark.adjunct
 import java.util.UUID
 
 import scala.jdk.CollectionConverters._
+import scala.util.control.NonFatal
 
 import org.apache.spark.sql.{functions => F, DataFrame}
 import org.apache.spark.sql.catalyst.InternalRow
@@ -14,8 +15,8 @@ import org.apache.spark.sql.catalyst.expressions.{
 }
 import org.apache.spark.sql.types._
 
-import io.lineagestore.format.AdjunctCommit
-import io.lineagestore.lineage.CheckpointId
+import io.lineagestore.format.{AdjunctCommit, ReplicaMark}
+import io.lineagestore.lineage.{AdjunctRetention, CheckpointId}
 import io.lineagestore.store.LineageStore
 import org.apache.spark.sql.execution.streaming.state.lineagestore.{InternalFrames, SparkKeyPlacement}
 
@@ -115,8 +116,34 @@ object AdjunctMaintain {
       .versions()
       .filter(_ <= record.version - retainVersions)
       .foreach(table.log.delete)
+    if (AdjunctRetention.sweepsAt(record.version, retainVersions)) sweepReplicaMarkers(table, n)
     record.version
   }
+
+  /** Deletes the replica markers no kept version names ([[AdjunctRetention.staleMarkers]]), every
+    * `retainVersions` versions (it reads every record and marker). Best effort: markers are reports, and the
+    * version is committed.
+    */
+  private def sweepReplicaMarkers(table: AdjunctTable, n: Int): Unit =
+    try {
+      val named = table.log
+        .commits()
+        .flatMap { c =>
+          if (n == 1) Seq(-1 -> c.storeCheckpoint(0)) else (0 until n).map(p => p -> c.storeCheckpoint(p))
+        }
+        .toSet
+      AdjunctRetention
+        .staleMarkers[(String, ReplicaMark)](
+          table.log.replicaMarkers(),
+          { case (_, m) => m.partition -> CheckpointId(m.version, m.uniqueId) },
+          named
+        )
+        .foreach { case (name, _) => table.log.deleteReplicaMarker(name) }
+    } catch {
+      case NonFatal(e) => log.warn(s"adjunct table ${table.path}: could not sweep stale replica markers: $e")
+    }
+
+  private val log = org.slf4j.LoggerFactory.getLogger(getClass)
 
   /** Applies partition `p`'s changes to its store (loaded at `prev`, the checkpoint the latest record names)
     * and commits them as that store's next checkpoint; returns it. Before applying, the store's clean-up runs
