@@ -5,6 +5,8 @@ per row.
 
 * :func:`maintain` keeps a table from a streaming DataFrame of changes (one committed version per batch), in
   one store or ``partitions`` stores placed like Spark's shuffle;
+* :func:`publish` (:func:`publish_stream`) replaces the table's content with a bounded dataset, a new
+  generation readers switch to atomically;
 * :func:`lookup` enriches a (batch) DataFrame with the table's row per key, left-join semantics;
 * :func:`enrich` does it for a streaming DataFrame, each micro-batch at one recorded version, optionally
   holding its first batch until the maintaining query has :func:`caught_up`;
@@ -102,6 +104,52 @@ def maintain(
         maintain_batch(df, batch_id, path, keys, ordering, op, checkpoint, retain_versions, partitions)
 
     return changes.writeStream.option("checkpointLocation", checkpoint).foreachBatch(batch)
+
+
+def publish(
+    dataset: Any,
+    path: str,
+    keys: Sequence[str],
+    generation: int,
+    source: str = "",
+    retain_versions: int = 100,
+    partitions: int | None = None,
+) -> int:
+    """Publishes the batch DataFrame ``dataset`` (key and value columns, one row per key: a daily file, a
+    model's lookup table) as generation ``generation`` of the table at ``path``; returns the table version.
+
+    The version holds exactly the dataset's rows: every other key is deleted. It is built and then sealed by
+    the table's commit record, so readers switch to it atomically and never see part of it. A re-run of a
+    published generation (same ``source``, a ``generation`` not above the last published) does nothing.
+    ``partitions``: see :func:`maintain`.
+    """
+    spark = dataset.sparkSession
+    n = 0 if partitions is None else partitions
+    if n < 0 or (partitions is not None and n == 0):
+        raise AdjunctTableError(f"adjunct table {path}: partitions must be positive, not {partitions}")
+    return _jvm_call(
+        lambda: _obj(spark, "AdjunctMaintain").publishGeneration(
+            dataset._jdf, generation, path, _java_list(spark, keys), source, retain_versions, n
+        )
+    )
+
+
+def publish_stream(
+    datasets: Any,
+    path: str,
+    keys: Sequence[str],
+    checkpoint: str,
+    retain_versions: int = 100,
+    partitions: int | None = None,
+) -> Any:
+    """A ``DataStreamWriter`` publishing each micro-batch of the streaming DataFrame ``datasets`` as a new
+    generation (:func:`publish`, the batch id as generation number): e.g. a file source with
+    ``maxFilesPerTrigger=1`` over a directory receiving one complete file per generation."""
+
+    def batch(df: Any, batch_id: int) -> None:
+        publish(df, path, keys, batch_id, checkpoint, retain_versions, partitions)
+
+    return datasets.writeStream.option("checkpointLocation", checkpoint).foreachBatch(batch)
 
 
 def lookup(events: Any, path: str, on: Sequence[str] | None = None, version: int | None = None) -> Any:

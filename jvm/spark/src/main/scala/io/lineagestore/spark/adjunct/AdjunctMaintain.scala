@@ -43,6 +43,60 @@ object AdjunctMaintain {
       source: String,
       retainVersions: Int,
       partitions: Int
+  ): Long =
+    commitBatch(batch, batchId, path, keys, ordering, op, source, retainVersions, partitions, replace = false)
+
+  /** Publishes `dataset` (key and value columns, one row per key) as generation `generation` of the table: a
+    * new version holding exactly its rows, every other key deleted (docs/adjunct-tables.md "Generations").
+    * Built in the partitions' stores and sealed by the table record like any version, so a reader sees the
+    * previous generation or this one, whole. Its rows are stored with the smallest ordering value: a change
+    * maintained into the table afterwards replaces them. A re-run of a published generation (same `source`, a
+    * `generation` not above the last) does nothing.
+    */
+  def publishGeneration(
+      dataset: DataFrame,
+      generation: Long,
+      path: String,
+      keys: java.util.List[String],
+      source: String,
+      retainVersions: Int,
+      partitions: Int
+  ): Long = {
+    Seq(GenerationOrdering, GenerationOp).filter(dataset.columns.contains).foreach { c =>
+      throw new AdjunctTableException(s"adjunct table $path: the dataset has a column '$c'; rename it")
+    }
+    val asChanges = dataset
+      .withColumn(GenerationOp, F.lit("upsert"))
+      .withColumn(GenerationOrdering, F.lit(Long.MinValue))
+    commitBatch(
+      asChanges,
+      generation,
+      path,
+      keys,
+      GenerationOrdering,
+      GenerationOp,
+      source,
+      retainVersions,
+      partitions,
+      replace = true
+    )
+  }
+
+  private val GenerationOrdering = "__lineagestore_generation_ordering"
+  private val GenerationOp = "__lineagestore_generation_op"
+
+  /** `replace`: the batch is the table's whole content (a generation), not changes to it. */
+  private def commitBatch(
+      batch: DataFrame,
+      batchId: Long,
+      path: String,
+      keys: java.util.List[String],
+      ordering: String,
+      op: String,
+      source: String,
+      retainVersions: Int,
+      partitions: Int,
+      replace: Boolean
   ): Long = {
     val spark = batch.sparkSession
     val confEntries = AdjunctTable.confEntries(spark.sparkContext.hadoopConfiguration)
@@ -79,15 +133,26 @@ object AdjunctMaintain {
     val version = latest.fold(1L)(_.version + 1)
     // each partition's store the batch changes, committed (its snapshots uploaded) before the table record:
     // a crash in between leaves deltas no record names, which no reader loads
-    val committed = changes.toSeq
-      .sortBy(_._1)
-      .map { case (p, chunks) =>
-        val prev = latest.fold(CheckpointId.Empty)(_.storeCheckpoint(p))
-        // a table of one store is its store: the table version is the store's, under the same unique ID
-        val uniqueId = UUID.randomUUID().toString
-        p -> commitPartition(table, p, prev, chunks, path, op, confEntries, retainVersions, uniqueId)
-      }
-      .toMap
+    def prev(p: Int) = latest.fold(CheckpointId.Empty)(_.storeCheckpoint(p))
+    // a generation also rewrites (empties) each partition that holds rows and gets none
+    val touched = if (replace) (0 until n).filter(p => changes.contains(p) || !prev(p).isEmptyState) else Nil
+    val committed = (changes.keySet ++ touched).toSeq.sorted.map { p =>
+      // a table of one store is its store: the table version is the store's, under the same unique ID
+      val uniqueId = UUID.randomUUID().toString
+      val chunks = changes.getOrElse(p, Nil)
+      p -> commitPartition(
+        table,
+        p,
+        prev(p),
+        chunks,
+        path,
+        op,
+        confEntries,
+        retainVersions,
+        uniqueId,
+        replace
+      )
+    }.toMap
     val record =
       if (n == 1) {
         // an empty batch still commits a version (the store's next), as a stateful operator's store does
@@ -102,7 +167,8 @@ object AdjunctMaintain {
             op,
             confEntries,
             retainVersions,
-            UUID.randomUUID().toString
+            UUID.randomUUID().toString,
+            replace
           )
         )
         AdjunctCommit(id.version, id.uniqueId, source, batchId)
@@ -160,7 +226,8 @@ object AdjunctMaintain {
       op: String,
       confEntries: Map[String, String],
       retainVersions: Int,
-      uniqueId: String
+      uniqueId: String,
+      replace: Boolean
   ): CheckpointId = {
     val local = new AdjunctLocalStore(table.storePathOf(p), confEntries, "writer", retainVersions)
     try {
@@ -169,12 +236,30 @@ object AdjunctMaintain {
       if (!prev.isEmptyState) store.cleanup()
       // a store's first checkpoint starts from nothing: no stored ordering to compare with (each key once)
       val first = prev.isEmptyState
-      try chunks.iterator.flatMap(ChangePacking.unpack).foreach(c => apply(store, c, path, op, first))
+      try
+        if (replace) replaceContent(store, chunks.iterator.flatMap(ChangePacking.unpack).toArray, first)
+        else chunks.iterator.flatMap(ChangePacking.unpack).foreach(c => apply(store, c, path, op, first))
       catch { case t: Throwable => store.abort(); throw t }
       val id = store.commit(uniqueId)
       store.uploadSnapshots()
       id
     } finally local.close()
+  }
+
+  /** Makes the store hold exactly `rows` (a generation's, for this partition): deletes every stored key (row
+    * or tombstone) they lack, then writes them all, whatever their stored ordering.
+    */
+  private def replaceContent(store: LineageStore, rows: Array[Change], empty: Boolean): Unit = {
+    if (!empty) {
+      val wanted = new java.util.HashSet[java.nio.ByteBuffer](rows.length * 2)
+      rows.foreach(c => wanted.add(java.nio.ByteBuffer.wrap(c.key)))
+      val gone = scala.collection.mutable.ArrayBuffer.empty[Array[Byte]]
+      val scan = store.scan(1, Array.emptyByteArray, null)
+      try scan.foreach { case (k, _) => if (!wanted.contains(java.nio.ByteBuffer.wrap(k))) gone += k }
+      finally scan.close()
+      gone.foreach(k => store.delete(1, k))
+    }
+    rows.foreach(c => store.put(1, c.key, c.value))
   }
 
   private def apply(store: LineageStore, c: Change, path: String, op: String, first: Boolean): Unit = {
