@@ -9,6 +9,8 @@ and for a stream of complete files published one per trigger.
 from __future__ import annotations
 
 import json
+import os
+import time
 
 import pytest
 
@@ -82,6 +84,8 @@ def test_publish_stream_one_generation_per_file(spark, tmp_path):
         with open(files / f"{g}.json", "w") as f:
             for k, name, score in generation(g, keys):
                 f.write(json.dumps({"id": k, "name": name, "score": score}) + "\n")
+        # the file source takes files oldest first: make the order not depend on the clock's resolution
+        os.utime(files / f"{g}.json", (time.time() - 100 + g, time.time() - 100 + g))
     datasets = spark.readStream.schema(DATASET_SCHEMA).option("maxFilesPerTrigger", 1).json(str(files))
     run_once(adjunct.publish_stream(datasets, table, ["id"], str(tmp_path / "ckpt")))
     assert [v["version"] for v in adjunct.versions(spark, table)] == [1, 2]

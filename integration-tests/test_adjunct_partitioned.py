@@ -238,3 +238,27 @@ def test_partitioned_s3a_table(spark, s3_server, s3_bucket, capsys):
     assert cli.main([*hadoop_args, "inspect", table]) == 0
     out = capsys.readouterr().out
     assert f"({N} partitions)" in out and "versions       1..2 (2 kept)" in out, out
+
+
+def test_enrich_after_a_stateful_operator_shuffled_like_the_table(spark, tmp_path):
+    """A streaming aggregation on the key column with spark.sql.shuffle.partitions = N: its foreachBatch
+    DataFrame keeps the operator's partitioning, so the plan says the events are partitioned like the table."""
+    table = str(tmp_path / "table")
+    rows = [(k, "upsert", 1, f"n{k}", float(k)) for k in range(12)]
+    adjunct.maintain_batch(spark.createDataFrame(rows, CHANGE_SCHEMA), 0, table, ["id"], "seq", partitions=N)
+    events_dir = tmp_path / "events"
+    write_json(events_dir, "e0", [(i, k % 14) for i, k in enumerate(range(30))], ["event", "id"])
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", str(N))
+    seen: list = []
+    try:
+        counts = spark.readStream.schema(EVENT_SCHEMA).json(str(events_dir)).groupBy("id").count()
+        writer = adjunct.enrich(
+            counts, table, str(tmp_path / "ckpt"), lambda df, b: seen.extend(df.collect())
+        )
+        run_once(writer.outputMode("update"))
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", before)
+    assert sorted((r["id"], r["count"], r["name"]) for r in seen) == [
+        (k, 3 if k < 2 else 2, f"n{k}" if k < 12 else None) for k in range(14)
+    ]
