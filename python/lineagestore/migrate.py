@@ -25,7 +25,7 @@ from lineagestore.checkpoint import CheckpointError, to_uri
 from lineagestore.checkpoint_jvm import connect
 from lineagestore.checkpoint_spark import FORMAT_KEY, LINEAGESTORE_PROVIDER, PROVIDER_KEY, SHUFFLE_PARTITIONS
 from lineagestore.progress import NO_PROGRESS, Progress
-from lineagestore.repartition import _operator_info, _read_log, _schema_jsons, offset_conf
+from lineagestore.repartition import _operator_info, _read_log, _schema_jsons, offset_conf, tws_info
 
 SPARK_PROVIDERS = (
     "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
@@ -75,6 +75,12 @@ def migrate(
         operators = sorted(int(e["name"]) for e in state if e["dir"] and e["name"].isdigit())
         infos_of: dict[int, dict[str, dict]] = {}
         for op in operators:
+            if tws_info(tools, f"{uri}/state/{op}", last) is not None:
+                raise CheckpointError(
+                    f"{uri}/state/{op} is a transformWithState operator: migrate does not move its state (Spark's "
+                    "providers keep a list as merge operands that their read path does not hand back whole); "
+                    "start the query on lineagestore with a new checkpoint location"
+                )
             infos_of[op] = _operator_info(tools, f"{uri}/state/{op}")
             if not infos_of[op]:
                 raise CheckpointError(

@@ -18,7 +18,7 @@ import org.apache.spark.sql.execution.streaming.state.{
 import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types.{DataType, StructType}
 
-import io.lineagestore.store.CrashPoints
+import io.lineagestore.store.{ColumnFamilies, CrashPoints}
 import io.lineagestore.tools.Json._
 import io.lineagestore.tools.StoreRepartitioner
 
@@ -69,6 +69,7 @@ object StateMigration {
       newPartitions
     ).partitionIdExpression
     val suffix = if (storeName == "default") "" else s"/$storeName"
+    val storeFamily = ColumnFamilies.DefaultName // the operators migrated here keep their rows there
     val r = StoreRepartitioner.write(
       operatorId,
       storeName,
@@ -77,7 +78,7 @@ object StateMigration {
       batchId + 1,
       CrashPoints.None,
       new File(System.getProperty("java.io.tmpdir"))
-    ) { (_, put) =>
+    ) { (_, sink) =>
       (0 until oldPartitions).foreach { old =>
         val storeId = StateStoreId(s"${checkpoint.stripSuffix("/")}/state", operatorId, old, storeName)
         val provider = StateStoreProvider.createAndInit(
@@ -96,7 +97,7 @@ object StateMigration {
           try
             store.iterator().foreach { pair =>
               val p = if (keepPartitions) old else partitionId.eval(pair.key).asInstanceOf[Int]
-              put(p, encoders.encodeKey(pair.key), encoders.encodeValue(pair.value))
+              sink.put(p, storeFamily, encoders.encodeKey(pair.key), encoders.encodeValue(pair.value))
             }
           finally store.abort()
         } finally provider.close()

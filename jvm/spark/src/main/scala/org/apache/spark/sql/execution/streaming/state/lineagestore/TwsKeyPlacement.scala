@@ -1,0 +1,126 @@
+package org.apache.spark.sql.execution.streaming.state.lineagestore
+
+import org.apache.hadoop.fs.Path
+
+import org.apache.spark.sql.catalyst.expressions.{BoundReference, Expression, UnsafeRow}
+import org.apache.spark.sql.catalyst.plans.physical.HashPartitioning
+import org.apache.spark.sql.execution.streaming.operators.stateful.StatePartitionKeyExtractorFactory
+import org.apache.spark.sql.execution.streaming.operators.stateful.transformwithstate.{
+  StateStoreColumnFamilySchemaUtils,
+  TransformWithStateOperatorProperties
+}
+import org.apache.spark.sql.execution.streaming.state.{
+  StatePartitionKeyExtractor,
+  StateSchemaCompatibilityChecker,
+  StateStoreColFamilySchema
+}
+
+import io.lineagestore.store.ColumnFamilies
+import io.lineagestore.tools.{KeyPlacement, ToolEnv}
+
+/** Places the rows of a transformWithState store: every column family's key holds the grouping key somewhere
+  * (value and list state: the key is the grouping key; map state: (grouping key, user key); timers:
+  * (grouping key, expiry) and (expiry, grouping key); TTL indexes: (expiry, grouping key[, user key]); the
+  * internal min-expiry, count and row-counter families: the grouping key), and every row must land in the
+  * partition Spark's shuffle sends its grouping key to, or the state, a timer or a TTL entry silently
+  * vanishes from its key.
+  *
+  * Nothing here decides where the grouping key sits: each family's key is decoded with Spark's own state
+  * encoder for the family's recorded schema and encoder spec (the operator's state schema file), the grouping
+  * key is taken out of it by the extractor Spark 4.3's own offline repartition uses for that family
+  * (`StatePartitionKeyExtractorFactory`, given the state variable the operator recorded for it, found as
+  * Spark finds it: by `getBaseStateName`), and the partition is Spark's `HashPartitioning` over the grouping
+  * key's columns, as the operator's required distribution plans its exchange.
+  *
+  * Not thread-safe (reused expressions and encoders); [[forAnotherThread]] gives a fresh instance.
+  */
+final class TwsKeyPlacement(
+    operatorName: String,
+    storeName: String,
+    schemas: Seq[StateStoreColFamilySchema],
+    properties: TransformWithStateOperatorProperties,
+    override val partitions: Int
+) extends KeyPlacement {
+  require(partitions > 0, s"partitions must be positive, got $partitions")
+
+  private val byName = schemas.map(s => s.colFamilyName -> s).toMap
+  private val families = scala.collection.mutable.Map.empty[String, Option[KeyPlacement]]
+
+  /** A transformWithState store keeps nothing in the default family; a row there has no known grouping key. */
+  override def partitionOf(key: Array[Byte]): Int =
+    throw new UnsupportedOperationException(
+      s"a $operatorName store has a row in its default column family, which transformWithState never writes: " +
+        "its grouping key is unknown; keep the partition count of this query"
+    )
+
+  override def ofFamily(family: String): Option[KeyPlacement] =
+    if (family == ColumnFamilies.DefaultName) Some(this)
+    else families.getOrElseUpdate(family, byName.get(family).map(placementOf))
+
+  override def forAnotherThread: KeyPlacement =
+    new TwsKeyPlacement(operatorName, storeName, schemas, properties, partitions)
+
+  private def placementOf(schema: StateStoreColFamilySchema): KeyPlacement = {
+    val name = schema.colFamilyName
+    val spec = schema.keyStateEncoderSpec.getOrElse(
+      throw new IllegalStateException(s"column family '$name' has no key encoder in the state schema file")
+    )
+    val baseName = StateStoreColumnFamilySchemaUtils.getBaseStateName(name)
+    val variable = properties.stateVariables.find(_.stateName == baseName).getOrElse(
+      throw new UnsupportedOperationException(
+        s"column family '$name' belongs to no state variable the operator recorded (looked for '$baseName' " +
+          s"among ${properties.stateVariables.map(_.stateName).mkString(", ")}); keep the partition count"
+      )
+    )
+    val extractor: StatePartitionKeyExtractor = StatePartitionKeyExtractorFactory.create(
+      operatorName,
+      schema.keySchema,
+      storeName,
+      name,
+      None,
+      Some(variable)
+    )
+    val encoders = new StateEncoders(spec, schema.valueSchema, multipleValues = false)
+    val groupingKey = extractor.partitionKeySchema
+    val partitionId: Expression = HashPartitioning(
+      groupingKey.indices.map(i => BoundReference(i, groupingKey(i).dataType, groupingKey(i).nullable)),
+      partitions
+    ).partitionIdExpression
+    new KeyPlacement {
+      override val partitions: Int = TwsKeyPlacement.this.partitions
+      override def partitionOf(key: Array[Byte]): Int = {
+        val row: UnsafeRow = extractor.partitionKey(encoders.decodeKey(key))
+        partitionId.eval(row).asInstanceOf[Int]
+      }
+    }
+  }
+}
+
+object TwsKeyPlacement {
+
+  /** For py4j: the operator's recorded name, store name, state schema file (`_stateSchema/...`, the newest
+    * the operator metadata lists; read with the tools' Hadoop settings) and operator properties JSON (its
+    * `stateVariables`), as the operator metadata (version 2) records them.
+    */
+  def of(
+      operatorName: String,
+      storeName: String,
+      schemaFile: String,
+      operatorPropertiesJson: String,
+      partitions: Int
+  ): TwsKeyPlacement = {
+    val path = new Path(schemaFile)
+    val fs = path.getFileSystem(ToolEnv.hadoopConf)
+    val in = fs.open(path)
+    val schemas =
+      try StateSchemaCompatibilityChecker.readSchemaFile(in)
+      finally in.close()
+    new TwsKeyPlacement(
+      operatorName,
+      storeName,
+      schemas,
+      TransformWithStateOperatorProperties.fromJson(operatorPropertiesJson),
+      partitions
+    )
+  }
+}
