@@ -172,3 +172,45 @@ def test_processing_time_ttl_and_timers_up_and_down(spark, tools, tmp_path):  # 
         everyone = set(keys) | {"k10", "k11"} if new_key == "k11" else set(keys) | {"k10"}
         assert _state_keys(spark, q.checkpoint, stateVarName="kept") == everyone
     _verify_clean(tools, q.checkpoint)
+
+
+def test_migrate_from_spark_rocksdb(spark, tools, tmp_path):  # noqa: F811
+    """The EventTime query started on Spark's RocksDB provider (where Spark runs transformWithState
+    natively), migrated onto lineagestore with 2 -> 3 partitions, resumed: every batch the oracle's (the
+    lists Spark kept as merge operands come back whole, the timers fire for their keys), the state data
+    source reads each variable and the timers where Spark's shuffle puts them, verify is clean."""
+    from lineagestore.migrate import migrate
+    from lineagestore.testing.harness import PROVIDER_CLASSES
+
+    keys = [f"k{i}" for i in range(10)]
+    runs = [
+        [{"k": k, "t": 1000 + i, "v": i} for i, k in enumerate(keys)]
+        + [{"k": k, "t": 1001 + i, "v": 2 * i} for i, k in enumerate(keys[:5])],
+        [{"k": "k10", "t": 1012, "v": 3}],  # watermark 1002: no timer due
+        [{"k": "k11", "t": 1045, "v": 5}],  # watermark 1035: every timer of k0..k9 fires
+    ]
+    expected, _ = oracle.tws_event_time(runs, delay=DELAY_S, gap=GAP_S)
+    spark.conf.set("spark.sql.shuffle.partitions", "2")
+    spark.conf.set("spark.sql.streaming.stateStore.providerClass", PROVIDER_CLASSES["builtin"])
+    q = Query(spark, tmp_path, _build(CountListMapTimerProcessor(), "EventTime", TWS_OUTPUT, watermark=True))
+    try:
+        q.add("in", runs[0])
+        q.run()
+    finally:
+        spark.conf.set("spark.sql.streaming.stateStore.providerClass", PROVIDER_CLASSES["lineagestore"])
+    assert not list(q.checkpoint.rglob("*_*.delta")), "the query did not run on Spark's provider"
+    moved = migrate(spark, str(q.checkpoint), 3)
+    assert moved["rowsMoved"] > 0 and moved["newPartitions"] == 3
+    for var in ("count", "max_t", "values", "parity"):
+        _placement_matches_spark(spark, q.checkpoint, 3, ["k"], operatorId=0, stateVarName=var)
+    _placement_matches_spark(spark, q.checkpoint, 3, ["k"], operatorId=0, readRegisteredTimers=True)
+    _verify_clean(tools, q.checkpoint)
+    for rows in runs[1:]:
+        q.add("in", rows)
+        q.run()
+    assert not set(q.outputs) & {moved["newBatch"]}
+    got = [sorted(tuple(r) for r in q.outputs[b]) for b in sorted(q.outputs)]
+    assert got == [sorted(expected[b]) for b in sorted(expected)]
+    assert set(keys) <= {r[0] for rows in got for r in rows if r[1] == "timer"}
+    assert any(p.name.endswith(".delta") for p in (q.checkpoint / "state" / "0" / "2").iterdir())
+    _verify_clean(tools, q.checkpoint)

@@ -109,18 +109,20 @@ object TwsKeyPlacement {
       operatorPropertiesJson: String,
       partitions: Int
   ): TwsKeyPlacement = {
-    val path = new Path(schemaFile)
-    val fs = path.getFileSystem(ToolEnv.hadoopConf)
-    val in = fs.open(path)
-    val schemas =
-      try StateSchemaCompatibilityChecker.readSchemaFile(in)
-      finally in.close()
     new TwsKeyPlacement(
       operatorName,
       storeName,
-      schemas,
+      readSchemas(schemaFile, ToolEnv.hadoopConf),
       TransformWithStateOperatorProperties.fromJson(operatorPropertiesJson),
       partitions
     )
+  }
+
+  /** Every column family's schema and key encoder spec, from a state schema file (format 3). */
+  def readSchemas(schemaFile: String, conf: org.apache.hadoop.conf.Configuration): Seq[StateStoreColFamilySchema] = {
+    val path = new Path(schemaFile)
+    val in = path.getFileSystem(conf).open(path)
+    try StateSchemaCompatibilityChecker.readSchemaFile(in)
+    finally in.close()
   }
 }
