@@ -13,10 +13,12 @@ from __future__ import annotations
 import time
 
 import pandas as pd
+import pytest
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from lineagestore import repartition as rp
+from lineagestore.checkpoint import CheckpointError
 from lineagestore.testing import oracle
 from test_repartition import Query, _placement_matches_spark, _verify_clean, tools  # noqa: F401 (fixture)
 from test_transform_with_state import GAP_S, TWS_OUTPUT, CountListMapTimerProcessor
@@ -120,6 +122,19 @@ def test_event_time_value_list_map_and_timers_up_and_down(spark, tools, tmp_path
     fired = {r[0] for rows in got for r in rows if r[1] == "timer"}
     assert set(keys) <= fired, "a timer registered before a repartition did not fire for its key"
     _verify_clean(tools, q.checkpoint)
+
+    # state encoded with Avro is refused by name, and nothing is written
+    last = max(int(p.name) for p in (q.checkpoint / "commits").iterdir() if p.name.isdigit())
+    entry = q.checkpoint / "offsets" / str(last)
+    text = entry.read_text()
+    (entry.parent / f".{entry.name}.crc").unlink()  # Hadoop's local checksum of the original
+    entry.write_text(text.replace('encodingFormat":"unsaferow"', 'encodingFormat":"avro"'))
+    assert entry.read_text() != text
+    before = sorted(p for p in q.checkpoint.rglob("*") if p.is_file())
+    with pytest.raises(CheckpointError, match="encodingFormat=avro"):
+        rp.repartition(tools, str(q.checkpoint), 2)
+    assert sorted(p for p in q.checkpoint.rglob("*") if p.is_file()) == before
+    entry.write_text(text)
 
 
 class _OnceQuery(Query):
