@@ -173,7 +173,8 @@ object StoreRepartitioner {
       val old = new LineageStore(tool.files, oldDir, StoreSettings.Default)
       try {
         clock.time("loadOld")(old.load(src.committed))
-        val families = old.columnFamilies.names.toSeq.map(n => n -> old.columnFamilies.idOf(n).get).sortBy(_._2)
+        val families =
+          old.columnFamilies.names.toSeq.map(n => n -> old.columnFamilies.idOf(n).get).sortBy(_._2)
         families.foreach { case (name, _) => family(name) }
         clock.time("readPlacePut") {
           families.foreach { case (name, cf) =>
@@ -187,8 +188,8 @@ object StoreRepartitioner {
     }
 
   /** Where `feed` hands the rows of [[write]]: `family` declares a column family in every new store (so a
-    * family the operator created survives even where no key of it lands), `put` one row of a family into
-    * new partition `partition` (creating the family there if it was not declared).
+    * family the operator created survives even where no key of it lands), `put` one row of a family into new
+    * partition `partition` (creating the family there if it was not declared).
     */
   trait RowSink {
     def family(name: String): Unit

@@ -188,35 +188,41 @@ object StateMigration {
         )
         try {
           val store = provider.getReadStore(batchId + 1, ids.lift(old))
-          try families.foreach { case (s, spec, enc) =>
-            val name = s.colFamilyName
-            val multi = multiValued(name)
-            store.registerColFamily(
-              name,
-              s.keySchema,
-              s.valueSchema,
-              spec,
-              multi,
-              StateStoreColumnFamilySchemaUtils.isInternalColFamily(name)
-            )
-            val place = placement.ofFamily(name).get
-            def put(k: Array[Byte], v: Array[Byte]): Unit =
-              sink.put(if (keepPartitions) old else place.partitionOf(k), name, k, v)
-            if (!multi) store.iterator(name).foreach(pair => put(enc.encodeKey(pair.key), enc.encodeValue(pair.value)))
-            else {
-              // one pair per element, a key's elements in a row: joined back into the key's list
-              var key: Array[Byte] = null
-              var list: Array[Byte] = null
-              store.iteratorWithMultiValues(name).foreach { pair =>
-                val k = enc.encodeKey(pair.key)
-                if (key != null && !java.util.Arrays.equals(key, k)) put(key, list)
-                list = if (key != null && java.util.Arrays.equals(key, k)) ListMerge(list, enc.encodeValue(pair.value))
-                else enc.encodeValue(pair.value)
-                key = k
+          try
+            families.foreach { case (s, spec, enc) =>
+              val name = s.colFamilyName
+              val multi = multiValued(name)
+              store.registerColFamily(
+                name,
+                s.keySchema,
+                s.valueSchema,
+                spec,
+                multi,
+                StateStoreColumnFamilySchemaUtils.isInternalColFamily(name)
+              )
+              val place = placement.ofFamily(name).get
+              def put(k: Array[Byte], v: Array[Byte]): Unit =
+                sink.put(if (keepPartitions) old else place.partitionOf(k), name, k, v)
+              if (!multi)
+                store
+                  .iterator(name)
+                  .foreach(pair => put(enc.encodeKey(pair.key), enc.encodeValue(pair.value)))
+              else {
+                // one pair per element, a key's elements in a row: joined back into the key's list
+                var key: Array[Byte] = null
+                var list: Array[Byte] = null
+                store.iteratorWithMultiValues(name).foreach { pair =>
+                  val (k, v) = (enc.encodeKey(pair.key), enc.encodeValue(pair.value))
+                  if (key != null && java.util.Arrays.equals(key, k)) list = ListMerge(list, v)
+                  else {
+                    if (key != null) put(key, list)
+                    key = k
+                    list = v
+                  }
+                }
+                if (key != null) put(key, list)
               }
-              if (key != null) put(key, list)
             }
-          }
           finally store.abort()
         } finally provider.close()
       }

@@ -19,11 +19,11 @@ import io.lineagestore.store.ColumnFamilies
 import io.lineagestore.tools.{KeyPlacement, ToolEnv}
 
 /** Places the rows of a transformWithState store: every column family's key holds the grouping key somewhere
-  * (value and list state: the key is the grouping key; map state: (grouping key, user key); timers:
-  * (grouping key, expiry) and (expiry, grouping key); TTL indexes: (expiry, grouping key[, user key]); the
-  * internal min-expiry, count and row-counter families: the grouping key), and every row must land in the
-  * partition Spark's shuffle sends its grouping key to, or the state, a timer or a TTL entry silently
-  * vanishes from its key.
+  * (value and list state: the key is the grouping key; map state: (grouping key, user key); timers: (grouping
+  * key, expiry) and (expiry, grouping key); TTL indexes: (expiry, grouping key[, user key]); the internal
+  * min-expiry, count and row-counter families: the grouping key), and every row must land in the partition
+  * Spark's shuffle sends its grouping key to, or the state, a timer or a TTL entry silently vanishes from its
+  * key.
   *
   * Nothing here decides where the grouping key sits: each family's key is decoded with Spark's own state
   * encoder for the family's recorded schema and encoder spec (the operator's state schema file), the grouping
@@ -46,7 +46,8 @@ final class TwsKeyPlacement(
   private val byName = schemas.map(s => s.colFamilyName -> s).toMap
   private val families = scala.collection.mutable.Map.empty[String, Option[KeyPlacement]]
 
-  /** A transformWithState store keeps nothing in the default family; a row there has no known grouping key. */
+  /** A transformWithState store keeps nothing in the default family; a row there has no known grouping key.
+    */
   override def partitionOf(key: Array[Byte]): Int =
     throw new UnsupportedOperationException(
       s"a $operatorName store has a row in its default column family, which transformWithState never writes: " +
@@ -66,12 +67,14 @@ final class TwsKeyPlacement(
       throw new IllegalStateException(s"column family '$name' has no key encoder in the state schema file")
     )
     val baseName = StateStoreColumnFamilySchemaUtils.getBaseStateName(name)
-    val variable = properties.stateVariables.find(_.stateName == baseName).getOrElse(
-      throw new UnsupportedOperationException(
-        s"column family '$name' belongs to no state variable the operator recorded (looked for '$baseName' " +
-          s"among ${properties.stateVariables.map(_.stateName).mkString(", ")}); keep the partition count"
+    val variable = properties.stateVariables
+      .find(_.stateName == baseName)
+      .getOrElse(
+        throw new UnsupportedOperationException(
+          s"column family '$name' belongs to no state variable the operator recorded (looked for '$baseName' " +
+            s"among ${properties.stateVariables.map(_.stateName).mkString(", ")}); keep the partition count"
+        )
       )
-    )
     val extractor: StatePartitionKeyExtractor = StatePartitionKeyExtractorFactory.create(
       operatorName,
       schema.keySchema,
@@ -119,7 +122,10 @@ object TwsKeyPlacement {
   }
 
   /** Every column family's schema and key encoder spec, from a state schema file (format 3). */
-  def readSchemas(schemaFile: String, conf: org.apache.hadoop.conf.Configuration): Seq[StateStoreColFamilySchema] = {
+  def readSchemas(
+      schemaFile: String,
+      conf: org.apache.hadoop.conf.Configuration
+  ): Seq[StateStoreColFamilySchema] = {
     val path = new Path(schemaFile)
     val in = path.getFileSystem(conf).open(path)
     try StateSchemaCompatibilityChecker.readSchemaFile(in)
