@@ -240,14 +240,20 @@ class JvmTools:
             raise ToolError(_java_message(e)) from None
 
     def tws_placement(
-        self, operator_name: str, store_name: str, schema_file: str, properties: str, partitions: int
+        self,
+        operator_name: str,
+        store_name: str,
+        schema_files: list[str],
+        properties: str,
+        encoding: str,
+        partitions: int,
     ) -> Any:
         """Spark's own placement of every column family of a transformWithState store (``TwsKeyPlacement``)."""
         from py4j.protocol import Py4JJavaError
 
         cls = self._jvm.org.apache.spark.sql.execution.streaming.state.lineagestore.TwsKeyPlacement
         try:
-            return cls.of(operator_name, store_name, schema_file, properties, partitions)
+            return cls.of(operator_name, store_name, "\n".join(schema_files), properties, encoding, partitions)
         except Py4JJavaError as e:
             raise ToolError(_java_message(e)) from None
 

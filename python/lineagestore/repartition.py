@@ -51,8 +51,14 @@ class InjectedCrash(RuntimeError):
 @dataclass
 class TwsInfo:
     operator_name: str
-    schema_file: str  # the newest state schema file (format 3) the operator metadata lists
+    schema_files: list[str]  # the state schema files (format 3) the operator metadata lists, newest last
     properties: str  # operatorPropertiesJson: the state variables, by which each family is placed
+    encoding: str = "unsaferow"  # spark.sql.streaming.stateStore.encodingFormat of the offset log
+
+    @property
+    def schema_file(self) -> str:
+        """The newest schema file: every column family's schema and key encoder as the operator runs now."""
+        return self.schema_files[-1]
 
 
 @dataclass
@@ -171,7 +177,9 @@ def tws_info(tools: JvmTools, op_uri: str, last_batch: int) -> TwsInfo | None:
         meta = json.loads((tools.read_text(path) or "").split("\n", 1)[1])
         stores = meta["stateStoreInfo"]
         schema_files = stores[0]["stateSchemaFilePaths"]
-        return TwsInfo(meta["operatorInfo"]["operatorName"], schema_files[-1], meta["operatorPropertiesJson"])
+        if not schema_files:
+            raise IndexError
+        return TwsInfo(meta["operatorInfo"]["operatorName"], list(schema_files), meta["operatorPropertiesJson"])
     except (IndexError, KeyError, TypeError, json.JSONDecodeError):
         raise CheckpointError(
             f"{path} is not readable operator metadata (version 2): the state variables that place this "
@@ -225,13 +233,7 @@ def plan(tools: JvmTools, path: str, partitions: int) -> Plan:
             raise CheckpointError(f"{uri}/commits/{last} names no unique IDs for operator {op}")
         tws = tws_info(tools, op_uri, last)
         if tws is not None:
-            encoding = offset_conf(tools, f"{uri}/offsets/{last}").get(TWS_ENCODING_KEY, "unsaferow")
-            if encoding.lower() != "unsaferow":
-                raise CheckpointError(
-                    f"{op_uri} is a transformWithState operator whose state is encoded with {TWS_ENCODING_KEY}="
-                    f"{encoding}: repartition places transformWithState keys of the unsaferow encoding only; "
-                    "keep this query's partition count"
-                )
+            tws.encoding = offset_conf(tools, f"{uri}/offsets/{last}").get(TWS_ENCODING_KEY, "unsaferow")
             for idx, name in enumerate(names):
                 sources = [(p, per_part[p][idx], f"{op_uri}/{p}") for p in range(len(per_part))]
                 stores.append(StorePlan(op, name, "", "", 0, 0, sources, tws))
@@ -293,7 +295,12 @@ def repartition(
     for s in p.stores:
         if s.tws is not None:
             placement = tools.tws_placement(
-                s.tws.operator_name, s.store_name, s.tws.schema_file, s.tws.properties, partitions
+                s.tws.operator_name,
+                s.store_name,
+                s.tws.schema_files,
+                s.tws.properties,
+                s.tws.encoding,
+                partitions,
             )
         else:
             placement = tools.key_placement(

@@ -10,8 +10,12 @@ import org.apache.spark.sql.execution.streaming.operators.stateful.transformwith
   TransformWithStateOperatorProperties
 }
 import org.apache.spark.sql.execution.streaming.state.{
+  InMemoryStateSchemaProvider,
   StatePartitionKeyExtractor,
+  StateRowEncoderCacheKey,
   StateSchemaCompatibilityChecker,
+  StateSchemaMetadata,
+  StateSchemaProvider,
   StateStoreColFamilySchema
 }
 
@@ -39,11 +43,15 @@ final class TwsKeyPlacement(
     storeName: String,
     schemas: Seq[StateStoreColFamilySchema],
     properties: TransformWithStateOperatorProperties,
-    override val partitions: Int
+    override val partitions: Int,
+    avroSchemas: Option[StateSchemaProvider] = None // Some: the state is Avro-encoded (encodingFormat=avro)
 ) extends KeyPlacement {
   require(partitions > 0, s"partitions must be positive, got $partitions")
 
   private val byName = schemas.map(s => s.colFamilyName -> s).toMap
+  // Spark caches Avro encoders by this key across the JVM; its own scope keeps this instance's encoders (not
+  // thread-safe) to itself
+  private val encoderScope = s"lineagestore-placement|${java.util.UUID.randomUUID()}"
   private val families = scala.collection.mutable.Map.empty[String, Option[KeyPlacement]]
 
   /** A transformWithState store keeps nothing in the default family; a row there has no known grouping key.
@@ -59,7 +67,7 @@ final class TwsKeyPlacement(
     else families.getOrElseUpdate(family, byName.get(family).map(placementOf))
 
   override def forAnotherThread: KeyPlacement =
-    new TwsKeyPlacement(operatorName, storeName, schemas, properties, partitions)
+    new TwsKeyPlacement(operatorName, storeName, schemas, properties, partitions, avroSchemas)
 
   private def placementOf(schema: StateStoreColFamilySchema): KeyPlacement = {
     val name = schema.colFamilyName
@@ -83,7 +91,12 @@ final class TwsKeyPlacement(
       None,
       Some(variable)
     )
-    val encoders = new StateEncoders(spec, schema.valueSchema, multipleValues = false)
+    // keys are decoded as the provider encoded them: with Avro, through the schema history the operator
+    // recorded (the encoder of each family, with the schema provider Spark hands the provider)
+    val avro = avroSchemas.map(provider =>
+      StateEncoders.Avro(StateRowEncoderCacheKey(encoderScope, 0, 0, storeName, name), Some(provider))
+    )
+    val encoders = new StateEncoders(spec, schema.valueSchema, multipleValues = false, avro)
     val groupingKey = extractor.partitionKeySchema
     val partitionId: Expression = HashPartitioning(
       groupingKey.indices.map(i => BoundReference(i, groupingKey(i).dataType, groupingKey(i).nullable)),
@@ -101,23 +114,37 @@ final class TwsKeyPlacement(
 
 object TwsKeyPlacement {
 
-  /** For py4j: the operator's recorded name, store name, state schema file (`_stateSchema/...`, the newest
-    * the operator metadata lists; read with the tools' Hadoop settings) and operator properties JSON (its
-    * `stateVariables`), as the operator metadata (version 2) records them.
+  /** For py4j: the operator's recorded name, store name, state schema files (`_stateSchema/...` as the
+    * operator metadata (version 2) lists them, newest last, one a line; read with the tools' Hadoop
+    * settings), operator properties JSON (its `stateVariables`) and the state encoding the offset log records
+    * (`unsaferow` or `avro`).
     */
   def of(
       operatorName: String,
       storeName: String,
-      schemaFile: String,
+      schemaFiles: String,
       operatorPropertiesJson: String,
+      encodingFormat: String,
       partitions: Int
   ): TwsKeyPlacement = {
+    val files = schemaFiles.split("\n").toList.map(_.trim).filter(_.nonEmpty)
+    require(files.nonEmpty, "no state schema file given")
+    val conf = ToolEnv.hadoopConf
+    val avro =
+      if (!encodingFormat.equalsIgnoreCase(StateEncoders.AvroFormat)) None
+      else
+        Some(
+          new InMemoryStateSchemaProvider(
+            StateSchemaMetadata.createStateSchemaMetadata(files.last, conf, files)
+          )
+        )
     new TwsKeyPlacement(
       operatorName,
       storeName,
-      readSchemas(schemaFile, ToolEnv.hadoopConf),
+      readSchemas(files.last, conf),
       TransformWithStateOperatorProperties.fromJson(operatorPropertiesJson),
-      partitions
+      partitions,
+      avro
     )
   }
 
