@@ -10,6 +10,7 @@ shuffle puts it.
 
 from __future__ import annotations
 
+import json
 import time
 
 import pandas as pd
@@ -231,3 +232,38 @@ def test_migrate_from_spark_rocksdb(spark, tools, tmp_path):  # noqa: F811
     assert set(keys) <= {r[0] for rows in got for r in rows if r[1] == "timer"}
     assert any(p.name.endswith(".delta") for p in (q.checkpoint / "state" / "0" / "2").iterdir())
     _verify_clean(tools, q.checkpoint)
+
+
+def test_s3a_checkpoint_through_the_command_line(spark, tools, s3_server, s3_bucket, tmp_path, capsys):  # noqa: F811
+    """The command line (a JVM of its own, reading the operator's state schema file from S3) on an s3a://
+    EventTime checkpoint: 2 -> 3, verify clean, then the timers registered before fire for their keys."""
+    from lineagestore import cli
+
+    keys = [f"k{i}" for i in range(8)]
+    runs = [
+        [{"k": k, "t": 1000 + i, "v": i} for i, k in enumerate(keys)],
+        [{"k": "k8", "t": 1045, "v": 1}],  # watermark 1035: every timer of k0..k7 fires
+    ]
+    expected, _ = oracle.tws_event_time(runs, delay=DELAY_S, gap=GAP_S)
+    spark.conf.set("spark.sql.shuffle.partitions", "2")
+    q = Query(spark, tmp_path, _build(CountListMapTimerProcessor(), "EventTime", TWS_OUTPUT, watermark=True))
+    q.checkpoint = f"s3a://{s3_bucket}/tws"  # type: ignore[assignment]
+    q.add("in", runs[0])
+    q.run()
+    hadoop_args = [
+        a for k, v in s3_server.hadoop_conf(s3_bucket).items() for a in ("--hadoop-conf", f"{k}={v}")
+    ]
+    rc = cli.main([*hadoop_args, "repartition", q.checkpoint, "--partitions", "3", "--json"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    moved = json.loads(out)
+    assert moved["newPartitions"] == 3 and moved["rowsMoved"] > 0
+    for var in ("count", "values", "parity"):
+        _placement_matches_spark(spark, q.checkpoint, 3, ["k"], operatorId=0, stateVarName=var)
+    _placement_matches_spark(spark, q.checkpoint, 3, ["k"], operatorId=0, readRegisteredTimers=True)
+    assert cli.main([*hadoop_args, "verify", q.checkpoint]) == 0, capsys.readouterr()
+    q.add("in", runs[1])
+    q.run()
+    got = [sorted(tuple(r) for r in q.outputs[b]) for b in sorted(q.outputs)]
+    assert got == [sorted(expected[b]) for b in sorted(expected)]
+    assert set(keys) <= {r[0] for rows in got for r in rows if r[1] == "timer"}
