@@ -253,7 +253,9 @@ class JvmTools:
 
         cls = self._jvm.org.apache.spark.sql.execution.streaming.state.lineagestore.TwsKeyPlacement
         try:
-            return cls.of(operator_name, store_name, "\n".join(schema_files), properties, encoding, partitions)
+            return cls.of(
+                operator_name, store_name, "\n".join(schema_files), properties, encoding, partitions
+            )
         except Py4JJavaError as e:
             raise ToolError(_java_message(e)) from None
 

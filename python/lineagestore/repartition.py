@@ -74,7 +74,7 @@ class StorePlan:
     partition_key_columns: int  # the leading key columns Spark's shuffle partitions by
     sources: list[tuple[int, str, str]]  # (old partition, unique id committed in batch B, store uri)
     # transformWithState (operator metadata version 2): each column family keys its rows differently; the
-    # JVM places them from the operator's name, state schema file and recorded state variables
+    # JVM places them by the grouping key, from the operator's name, schema files and state variables
     tws: TwsInfo | None = None
 
 
@@ -101,7 +101,8 @@ class Plan:
                 {
                     "operatorId": s.operator_id,
                     "storeName": s.store_name,
-                    "partitionKeyColumns": s.partition_key_columns,
+                    "partitionKeyColumns": s.partition_key_columns,  # 0: transformWithState's, per family
+                    "transformWithState": s.tws is not None,
                     "oldPartitions": len(s.sources),
                 }
                 for s in self.stores
@@ -179,7 +180,9 @@ def tws_info(tools: JvmTools, op_uri: str, last_batch: int) -> TwsInfo | None:
         schema_files = stores[0]["stateSchemaFilePaths"]
         if not schema_files:
             raise IndexError
-        return TwsInfo(meta["operatorInfo"]["operatorName"], list(schema_files), meta["operatorPropertiesJson"])
+        return TwsInfo(
+            meta["operatorInfo"]["operatorName"], list(schema_files), meta["operatorPropertiesJson"]
+        )
     except (IndexError, KeyError, TypeError, json.JSONDecodeError):
         raise CheckpointError(
             f"{path} is not readable operator metadata (version 2): the state variables that place this "
