@@ -370,11 +370,19 @@ def test_s3a_checkpoint_through_the_command_line(spark, tools, s3_server, s3_buc
     assert rc == 0, capsys.readouterr()
 
 
-@pytest.mark.parametrize("format_version", ["1", "2"])
-def test_migrate_from_spark_rocksdb(spark, tools, tmp_path, format_version):
+SPARK_PROVIDERS = {
+    "rocksdb": PROVIDER_CLASSES["builtin"],
+    "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+}
+
+
+# Spark's HDFS provider writes checkpoint format version 1 only
+@pytest.mark.parametrize(("provider", "format_version"), [("rocksdb", "1"), ("rocksdb", "2"), ("hdfs", "1")])
+def test_migrate_from_spark_providers(spark, tools, tmp_path, provider, format_version):
     """An aggregation and a stream-stream join started on Spark's RocksDB provider (checkpoint format 1 or
-    2), migrated onto lineagestore (the aggregation 2 -> 3 partitions, the join keeping 2), resumed: results
-    exact, the offset log names lineagestore, the state data source reads the new state, verify is clean."""
+    2) or its HDFS provider, migrated onto lineagestore (the aggregation 2 -> 3 partitions, the join keeping
+    2), resumed: results exact, the offset log names lineagestore, the state data source reads the new state
+    where Spark's shuffle puts each key, verify is clean."""
     from lineagestore.migrate import migrate
 
     def agg(q):
@@ -385,7 +393,7 @@ def test_migrate_from_spark_rocksdb(spark, tools, tmp_path, format_version):
         right = q.source("right").select(F.col("k").alias("rk"), F.col("v").alias("rv"))
         return left.join(right, F.expr("lk = rk"))
 
-    spark.conf.set("spark.sql.streaming.stateStore.providerClass", PROVIDER_CLASSES["builtin"])
+    spark.conf.set("spark.sql.streaming.stateStore.providerClass", SPARK_PROVIDERS[provider])
     spark.conf.set("spark.sql.streaming.stateStore.checkpointFormatVersion", format_version)
     spark.conf.set("spark.sql.shuffle.partitions", "2")
     qa = Query(spark, tmp_path / "agg", agg)
@@ -401,11 +409,15 @@ def test_migrate_from_spark_rocksdb(spark, tools, tmp_path, format_version):
     finally:
         spark.conf.set("spark.sql.streaming.stateStore.providerClass", PROVIDER_CLASSES["lineagestore"])
         spark.conf.set("spark.sql.streaming.stateStore.checkpointFormatVersion", "2")
-    assert migrate(spark, str(qa.checkpoint), 3)["rowsMoved"] > 0
+    # lineagestore's deltas are <version>_<unique id>.delta (the HDFS provider's are <version>.delta)
+    assert not list(qa.checkpoint.rglob("*_*.delta")), "the query did not run on Spark's provider"
+    moved = migrate(spark, str(qa.checkpoint), 3)
+    assert moved["rowsMoved"] > 0 and moved["from"] == SPARK_PROVIDERS[provider]
     assert migrate(spark, str(qj.checkpoint))["newPartitions"] == 2
     conf = rp.offset_conf(tools, f"{load(tools, str(qa.checkpoint)).uri}/offsets/1")
     assert conf["spark.sql.streaming.stateStore.providerClass"] == PROVIDER_CLASSES["lineagestore"]
     _placement_matches_spark(spark, qa.checkpoint, 3, ["k", "g"], operatorId=0)
+    _placement_matches_spark(spark, qj.checkpoint, 2, ["lk"], operatorId=0, joinSide="left")
     a2, l2, r2 = _rows(rnd, 10), _rows(rnd, 6, keys=8), _rows(rnd, 6, keys=8)
     qa.add("in", a2)
     qj.add("left", l2)

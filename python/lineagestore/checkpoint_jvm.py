@@ -239,6 +239,26 @@ class JvmTools:
         except Py4JJavaError as e:
             raise ToolError(_java_message(e)) from None
 
+    def tws_placement(
+        self,
+        operator_name: str,
+        store_name: str,
+        schema_files: list[str],
+        properties: str,
+        encoding: str,
+        partitions: int,
+    ) -> Any:
+        """Spark's own placement of every column family of a transformWithState store (``TwsKeyPlacement``)."""
+        from py4j.protocol import Py4JJavaError
+
+        cls = self._jvm.org.apache.spark.sql.execution.streaming.state.lineagestore.TwsKeyPlacement
+        try:
+            return cls.of(
+                operator_name, store_name, "\n".join(schema_files), properties, encoding, partitions
+            )
+        except Py4JJavaError as e:
+            raise ToolError(_java_message(e)) from None
+
     def repartition_store(
         self,
         operator_dir: str,

@@ -25,7 +25,14 @@ from lineagestore.checkpoint import CheckpointError, to_uri
 from lineagestore.checkpoint_jvm import connect
 from lineagestore.checkpoint_spark import FORMAT_KEY, LINEAGESTORE_PROVIDER, PROVIDER_KEY, SHUFFLE_PARTITIONS
 from lineagestore.progress import NO_PROGRESS, Progress
-from lineagestore.repartition import _operator_info, _read_log, _schema_jsons, offset_conf
+from lineagestore.repartition import (
+    TWS_ENCODING_KEY,
+    _operator_info,
+    _read_log,
+    _schema_jsons,
+    offset_conf,
+    tws_info,
+)
 
 SPARK_PROVIDERS = (
     "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
@@ -74,7 +81,23 @@ def migrate(
         rows = 0
         operators = sorted(int(e["name"]) for e in state if e["dir"] and e["name"].isdigit())
         infos_of: dict[int, dict[str, dict]] = {}
+        tws_of = {op: tws_info(tools, f"{uri}/state/{op}", last) for op in operators}
         for op in operators:
+            if tws_of[op] is not None:
+                if provider != SPARK_PROVIDERS[0]:
+                    raise CheckpointError(
+                        f"{uri}/state/{op} is a transformWithState operator on {provider}: Spark runs "
+                        "transformWithState on its RocksDB provider only; the checkpoint is inconsistent"
+                    )
+                encoding = conf.get(TWS_ENCODING_KEY, "unsaferow")
+                if encoding.lower() != "unsaferow":
+                    raise CheckpointError(
+                        f"{uri}/state/{op} is a transformWithState operator whose state is encoded with "
+                        f"{TWS_ENCODING_KEY}={encoding}: migrate moves the unsaferow encoding only; start the "
+                        "query on lineagestore with a new checkpoint location"
+                    )
+                infos_of[op] = {"default": {}}  # one store; its families come from the state schema file
+                continue
             infos_of[op] = _operator_info(tools, f"{uri}/state/{op}")
             if not infos_of[op]:
                 raise CheckpointError(
@@ -85,6 +108,33 @@ def migrate(
             op_uri = f"{uri}/state/{op}"
             infos = infos_of[op]
             per_part: list[list[str]] = [[] for _ in range(n)]
+            tws = tws_of[op]
+            if tws is not None:
+                out = json.loads(
+                    migration.migrateTwsStore(
+                        spark._jsparkSession,
+                        uri,
+                        op,
+                        "default",
+                        last,
+                        provider,
+                        format_version,
+                        tws.operator_name,
+                        tws.schema_file,
+                        tws.properties,
+                        old_n,
+                        "\n".join(p[0] for p in (commit_ids.get(str(op)) or []))
+                        if format_version == "2"
+                        else "",
+                        n,
+                        n == old_n,
+                        op_uri,
+                    )
+                )
+                rows += out["rowsRead"]
+                ids[str(op)] = [[uid] for uid in out["uniqueIds"]]
+                progress.step(f"operator {op} (transformWithState): {out['rowsRead']} rows")
+                continue
             for name, info in infos.items():
                 sub = "" if name == "default" else f"/{name}"
                 key_json, value_json = _schema_jsons(tools, f"{op_uri}/0{sub}/_metadata/schema")

@@ -49,6 +49,19 @@ class InjectedCrash(RuntimeError):
 
 
 @dataclass
+class TwsInfo:
+    operator_name: str
+    schema_files: list[str]  # the state schema files (format 3) the operator metadata lists, newest last
+    properties: str  # operatorPropertiesJson: the state variables, by which each family is placed
+    encoding: str = "unsaferow"  # spark.sql.streaming.stateStore.encodingFormat of the offset log
+
+    @property
+    def schema_file(self) -> str:
+        """The newest schema file: every column family's schema and key encoder as the operator runs now."""
+        return self.schema_files[-1]
+
+
+@dataclass
 class StorePlan:
     """One store name of one operator: where its old partitions' committed checkpoints are, and how a key
     is decoded and placed."""
@@ -60,6 +73,9 @@ class StorePlan:
     prefix_key_columns: int  # the encoder spec the operator wrote keys with (session windows: > 0)
     partition_key_columns: int  # the leading key columns Spark's shuffle partitions by
     sources: list[tuple[int, str, str]]  # (old partition, unique id committed in batch B, store uri)
+    # transformWithState (operator metadata version 2): each column family keys its rows differently; the
+    # JVM places them by the grouping key, from the operator's name, schema files and state variables
+    tws: TwsInfo | None = None
 
 
 @dataclass
@@ -85,7 +101,8 @@ class Plan:
                 {
                     "operatorId": s.operator_id,
                     "storeName": s.store_name,
-                    "partitionKeyColumns": s.partition_key_columns,
+                    "partitionKeyColumns": s.partition_key_columns,  # 0: transformWithState's, per family
+                    "transformWithState": s.tws is not None,
                     "oldPartitions": len(s.sources),
                 }
                 for s in self.stores
@@ -133,13 +150,8 @@ def _schema_jsons(tools: JvmTools, schema_uri: str) -> tuple[str, str]:
 
 
 def _operator_info(tools: JvmTools, op_uri: str) -> dict[str, dict]:
+    """Per store name, what the operator metadata (version 1: ``_metadata/metadata``) records."""
     meta = tools.read_text(f"{op_uri}/_metadata/metadata")
-    if tools.list(f"{op_uri}/_metadata/v2"):
-        raise CheckpointError(
-            f"{op_uri} has operator metadata version 2 (transformWithState): repartition supports the "
-            "operators with version 1 metadata (aggregation, dropDuplicates, joins, flatMapGroupsWithState); "
-            "keep this query's partition count"
-        )
     if meta is None:
         return {}
     try:
@@ -147,6 +159,35 @@ def _operator_info(tools: JvmTools, op_uri: str) -> dict[str, dict]:
     except (IndexError, json.JSONDecodeError):
         raise CheckpointError(f"{op_uri}/_metadata/metadata is unreadable; the file is damaged") from None
     return {s["storeName"]: s for s in info.get("stateStoreInfo", [])}
+
+
+TWS_ENCODING_KEY = "spark.sql.streaming.stateStore.encodingFormat"
+
+
+def tws_info(tools: JvmTools, op_uri: str, last_batch: int) -> TwsInfo | None:
+    """What places a transformWithState operator's rows, from its newest operator metadata (version 2,
+    ``_metadata/v2/<batch>``, written when a run starts or its schema changes) at or before ``last_batch``;
+    None for operators with version 1 metadata."""
+    entries = tools.list(f"{op_uri}/_metadata/v2") or []
+    batches = sorted(int(e["name"]) for e in entries if not e["dir"] and e["name"].isdigit())
+    batches = [b for b in batches if b <= last_batch]
+    if not batches:
+        return None
+    path = f"{op_uri}/_metadata/v2/{batches[-1]}"
+    try:
+        meta = json.loads((tools.read_text(path) or "").split("\n", 1)[1])
+        stores = meta["stateStoreInfo"]
+        schema_files = stores[0]["stateSchemaFilePaths"]
+        if not schema_files:
+            raise IndexError
+        return TwsInfo(
+            meta["operatorInfo"]["operatorName"], list(schema_files), meta["operatorPropertiesJson"]
+        )
+    except (IndexError, KeyError, TypeError, json.JSONDecodeError):
+        raise CheckpointError(
+            f"{path} is not readable operator metadata (version 2): the state variables that place this "
+            "operator's rows are unknown; the file is damaged"
+        ) from None
 
 
 def plan(tools: JvmTools, path: str, partitions: int) -> Plan:
@@ -193,6 +234,13 @@ def plan(tools: JvmTools, path: str, partitions: int) -> Plan:
         per_part = ids.get(str(op))
         if not per_part:
             raise CheckpointError(f"{uri}/commits/{last} names no unique IDs for operator {op}")
+        tws = tws_info(tools, op_uri, last)
+        if tws is not None:
+            tws.encoding = offset_conf(tools, f"{uri}/offsets/{last}").get(TWS_ENCODING_KEY, "unsaferow")
+            for idx, name in enumerate(names):
+                sources = [(p, per_part[p][idx], f"{op_uri}/{p}") for p in range(len(per_part))]
+                stores.append(StorePlan(op, name, "", "", 0, 0, sources, tws))
+            continue
         for idx, name in enumerate(names):
             sub = "" if name == DEFAULT_STORE else f"/{name}"
             key_json, value_json = _schema_jsons(tools, f"{op_uri}/0{sub}/_metadata/schema")
@@ -248,9 +296,19 @@ def repartition(
     phases: dict[str, int] = {}
     progress.start("repartition", len(p.stores))
     for s in p.stores:
-        placement = tools.key_placement(
-            s.key_schema, s.value_schema, s.prefix_key_columns, s.partition_key_columns, partitions
-        )
+        if s.tws is not None:
+            placement = tools.tws_placement(
+                s.tws.operator_name,
+                s.store_name,
+                s.tws.schema_files,
+                s.tws.properties,
+                s.tws.encoding,
+                partitions,
+            )
+        else:
+            placement = tools.key_placement(
+                s.key_schema, s.value_schema, s.prefix_key_columns, s.partition_key_columns, partitions
+            )
         sources = "\n".join(f"{part} {p.last_batch + 1} {uid} {uri}" for part, uid, uri in s.sources)
         out = tools.repartition_store(
             f"{p.uri}/state/{s.operator_id}",

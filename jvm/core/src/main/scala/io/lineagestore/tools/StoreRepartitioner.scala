@@ -21,6 +21,15 @@ trait KeyPlacement {
   def partitions: Int
   def partitionOf(key: Array[Byte]): Int
 
+  /** The placement of column family `family`'s keys. Each family of a store may key its rows differently
+    * (transformWithState: value and list state by the grouping key, map state by (grouping key, user key),
+    * timers by (grouping key, expiry) and (expiry, grouping key), TTL indexes by (expiry, ...)), and every
+    * row must still land where its grouping key does. This placement serves the default family; None: the
+    * family is unknown to it, and the store is refused by name rather than guessed at.
+    */
+  def ofFamily(family: String): Option[KeyPlacement] =
+    if (family == ColumnFamilies.DefaultName) Some(this) else None
+
   /** A placement for another thread (the rewrite places keys of independent groups in parallel): a new
     * instance when this one keeps state between calls, as Spark's evaluated expression does; `this` when not.
     */
@@ -47,7 +56,8 @@ final case class RepartitionSource(partitionId: Int, dir: String, committed: Che
   * The result is the same either way: the same keys in the same new partitions, each new store one
   * fresh-start checkpoint.
   *
-  * Only the default column family is moved; a store with others (transformWithState) is refused by name.
+  * Every column family moves, each key placed by its family's placement ([[KeyPlacement.ofFamily]]); every
+  * family of an old store is created in the new stores it feeds, empty or not, as the operator created it.
   */
 object StoreRepartitioner {
 
@@ -101,10 +111,24 @@ object StoreRepartitioner {
         scratchRoot,
         group.newPartitions,
         commitThreads
-      ) { (scratch, put) =>
+      ) { (scratch, sink) =>
+        val byFamily = scala.collection.mutable.Map.empty[String, KeyPlacement]
+        def placementOf(family: String): KeyPlacement = byFamily.getOrElseUpdate(
+          family,
+          place
+            .ofFamily(family)
+            .getOrElse(
+              throw new UnsupportedOperationException(
+                s"operator $operatorId store $storeName: column family '$family' has no known placement " +
+                  "(no rule says which key column is the grouping key), so its rows cannot be moved; keep the " +
+                  "partition count of this query"
+              )
+            )
+        )
         group.oldPartitions.map(bySource).foreach { src =>
-          readOld(operatorId, storeName, src, scratch, clock) { (k, v) =>
-            val p = if (group.direct) group.newPartitions.head else place.partitionOf(k)
+          readOld(operatorId, storeName, src, scratch, clock, sink.family) { (family, k, v) =>
+            val p =
+              if (group.direct) group.newPartitions.head else placementOf(family).partitionOf(k)
             if (groups.size > 1 && !group.newPartitions.contains(p)) {
               val feeders = groups.find(_.newPartitions.contains(p)).map(_.oldPartitions.mkString(", "))
               throw new IllegalStateException(
@@ -113,7 +137,7 @@ object StoreRepartitioner {
                   "the old state is not where Spark's shuffle puts its keys"
               )
             }
-            put(p, k, v)
+            sink.put(p, family, k, v)
           }
         }
       }
@@ -130,42 +154,50 @@ object StoreRepartitioner {
     Result(ids.toSeq, counts.sum, counts.toSeq, phases, groups.size)
   }
 
-  /** Loads one old partition's committed checkpoint into a scratch directory and hands every row of its
-    * default family to `row`; deletes the scratch copy after.
+  /** Loads one old partition's committed checkpoint into a scratch directory, names each of its column
+    * families to `family` (in the order of their ids, the order the operator created them) and hands every
+    * row to `row` with its family; deletes the scratch copy after.
     */
   private def readOld(
       operatorId: Long,
       storeName: String,
       src: RepartitionSource,
       scratch: File,
-      clock: PhaseClock
+      clock: PhaseClock,
+      family: String => Unit
   )(
-      row: (Array[Byte], Array[Byte]) => Unit
+      row: (String, Array[Byte], Array[Byte]) => Unit
   ): Unit =
     ToolStore.using(StoreRef(operatorId, src.partitionId, storeName, src.dir)) { tool =>
       val oldDir = new File(scratch, s"old-${src.partitionId}")
       val old = new LineageStore(tool.files, oldDir, StoreSettings.Default)
       try {
         clock.time("loadOld")(old.load(src.committed))
-        val others = old.columnFamilies.names - ColumnFamilies.DefaultName
-        if (others.nonEmpty)
-          throw new UnsupportedOperationException(
-            s"${tool.ref} has column families ${others.toSeq.sorted.mkString(", ")} " +
-              "(transformWithState): repartition moves only stores with the default family; keep the " +
-              "partition count of this query"
-          )
-        val cf = old.columnFamilies.idOf(ColumnFamilies.DefaultName).get
+        val families =
+          old.columnFamilies.names.toSeq.map(n => n -> old.columnFamilies.idOf(n).get).sortBy(_._2)
+        families.foreach { case (name, _) => family(name) }
         clock.time("readPlacePut") {
-          val it = old.scan(cf, Array.emptyByteArray, null)
-          try it.foreach { case (k, v) => row(k, v) }
-          finally it.close()
+          families.foreach { case (name, cf) =>
+            val it = old.scan(cf, Array.emptyByteArray, null)
+            try it.foreach { case (k, v) => row(name, k, v) }
+            finally it.close()
+          }
         }
       } finally old.close()
       LocalDirectories.deleteRecursively(oldDir)
     }
 
+  /** Where `feed` hands the rows of [[write]]: `family` declares a column family in every new store (so a
+    * family the operator created survives even where no key of it lands), `put` one row of a family into new
+    * partition `partition` (creating the family there if it was not declared).
+    */
+  trait RowSink {
+    def family(name: String): Unit
+    def put(partition: Int, family: String, key: Array[Byte], value: Array[Byte]): Unit
+  }
+
   /** Opens one empty store per new partition in `targets` (all `n` when null; each standing at
-    * `emptyVersion`), lets `feed` put every row with its partition (it gets a scratch directory and the put),
+    * `emptyVersion`), lets `feed` put every row with its partition (it gets a scratch directory and a sink),
     * then commits each store once and uploads its snapshot, `commitThreads` stores at a time. The rewrite of
     * a lineagestore checkpoint and the migration of another provider's share it. The result lists the
     * targets' unique IDs and row counts in the order of `targets`.
@@ -180,7 +212,7 @@ object StoreRepartitioner {
       scratchRoot: File,
       targets: Seq[Int] = null,
       commitThreads: Int = 1
-  )(feed: (File, (Int, Array[Byte], Array[Byte]) => Unit) => Unit): Result = {
+  )(feed: (File, RowSink) => Unit): Result = {
     require(n > 0, s"the new partition count must be positive, got $n")
     val parts = Option(targets).getOrElse(0 until n)
     val slot = parts.zipWithIndex.toMap
@@ -200,27 +232,38 @@ object StoreRepartitioner {
       }
       val stores = opened.map(_._2).toIndexedSeq
       val counts = Array.fill(parts.size)(0L)
-      val cf = ColumnFamilies.DefaultId
-      feed(
-        scratch,
-        (p, k, v) => {
-          val i = slot.getOrElse(
-            p,
-            throw new IllegalStateException(
-              s"placement put a key of operator $operatorId store $storeName in partition $p of $n"
-            )
-          )
-          stores(i).put(cf, k, v)
-          counts(i) += 1
+      // each new store's family ids by name (the ids are the store's own; Spark names families, never ids)
+      val ids = Array.fill(parts.size)(scala.collection.mutable.Map.empty[String, Int])
+      def familyId(i: Int, name: String): Int = ids(i).getOrElseUpdate(
+        name, {
+          val families = stores(i).columnFamilies
+          families.create(name)
+          families.idOf(name).get
         }
       )
-      val ids = inParallel(stores, commitThreads) { store =>
+      feed(
+        scratch,
+        new RowSink {
+          override def family(name: String): Unit = stores.indices.foreach(familyId(_, name))
+          override def put(p: Int, family: String, k: Array[Byte], v: Array[Byte]): Unit = {
+            val i = slot.getOrElse(
+              p,
+              throw new IllegalStateException(
+                s"placement put a key of operator $operatorId store $storeName in partition $p of $n"
+              )
+            )
+            stores(i).put(familyId(i, family), k, v)
+            counts(i) += 1
+          }
+        }
+      )
+      val uniqueIds = inParallel(stores, commitThreads) { store =>
         val id = clock.time("commit")(store.commit(UUID.randomUUID().toString))
         // the fresh start froze a snapshot: upload it now, the store has no maintenance thread
         clock.time("uploadSnapshot")(store.uploadSnapshots())
         id.uniqueId
       }
-      Result(ids, counts.sum, counts.toSeq, clock.snapshot)
+      Result(uniqueIds, counts.sum, counts.toSeq, clock.snapshot)
     } finally {
       opened.foreach { case (tool, store) =>
         try store.close()

@@ -112,4 +112,73 @@ class StoreRepartitionerSuite extends AnyFunSuite with BeforeAndAfterEach {
     assert(e.getMessage.contains("old partition 0 belongs in new partition 1"), e.getMessage)
     assert(e.getMessage.contains("not where Spark's shuffle puts its keys"))
   }
+
+  /** Old partitions holding, besides nothing in the default family, a family "byKey" keyed (g, ...) and a
+    * family "byExpiry" keyed (expiry, g), with g = the key's group, as a timer's two indexes are; and an
+    * empty family "unused". Each family's placement reads g where that family keeps it.
+    */
+  private def writeFamilies(oldN: Int, groups: Int): Seq[RepartitionSource] = (0 until oldN).map { p =>
+    ToolStore.using(StoreRef(0, p, "default", dir(p))) { t =>
+      val s = new LineageStore(t.files, new File(tmp, s"f$p"), StoreSettings.Default)
+      try {
+        s.load(CheckpointId.Empty)
+        Seq("byKey", "byExpiry", "unused").foreach(s.columnFamilies.create)
+        val byKey = s.columnFamilies.idOf("byKey").get
+        val byExpiry = s.columnFamilies.idOf("byExpiry").get
+        (0 until groups).filter(_ % oldN == p).foreach { g =>
+          s.put(byKey, Array[Byte](g.toByte, 7), s"k$g".getBytes)
+          s.put(byExpiry, Array[Byte](9, g.toByte), s"e$g".getBytes)
+        }
+        RepartitionSource(p, dir(p), s.commit(s"f$p"))
+      } finally s.close()
+    }
+  }
+
+  private def byFamily(n: Int, known: Set[String] = Set("byKey", "byExpiry", "unused")): KeyPlacement =
+    new KeyPlacement {
+      override val partitions: Int = n
+      override def partitionOf(key: Array[Byte]): Int = throw new AssertionError("no default-family rows")
+      override def ofFamily(family: String): Option[KeyPlacement] =
+        if (family == "default") Some(this)
+        else if (!known(family)) None
+        else
+          Some(new KeyPlacement {
+            override val partitions: Int = n
+            override def partitionOf(key: Array[Byte]): Int =
+              (if (family == "byExpiry") key(1) else key(0)) % n
+          })
+    }
+
+  for ((oldN, newN) <- Seq(2 -> 3, 2 -> 4, 4 -> 2))
+    test(s"column families, $oldN -> $newN: each row placed by its family's rule, every family created") {
+      val sources = writeFamilies(oldN, 12)
+      val r = StoreRepartitioner.run(0, "default", sources, dir, 1, byFamily(newN), scratchRoot = tmp)
+      assert(r.rowsRead == 24)
+      (0 until newN).foreach { p =>
+        ToolStore.using(StoreRef(0, p, "default", dir(p))) { t =>
+          val s = new LineageStore(t.files, new File(tmp, s"rf$p"), StoreSettings.Default)
+          try {
+            s.load(CheckpointId(2, r.uniqueIds(p)))
+            assert(s.columnFamilies.names == Set("default", "byKey", "byExpiry", "unused"))
+            def rows(family: String) = {
+              val it = s.scan(s.columnFamilies.idOf(family).get, Array.emptyByteArray, null)
+              try it.map { case (k, v) => k.toSeq -> new String(v) }.toMap
+              finally it.close()
+            }
+            val mine = (0 until 12).filter(_ % newN == p)
+            assert(rows("byKey") == mine.map(g => Seq[Byte](g.toByte, 7) -> s"k$g").toMap)
+            assert(rows("byExpiry") == mine.map(g => Seq[Byte](9, g.toByte) -> s"e$g").toMap)
+            assert(rows("unused").isEmpty)
+          } finally s.close()
+        }
+      }
+    }
+
+  test("a column family without a placement is refused by name") {
+    val sources = writeFamilies(2, 4)
+    val e = intercept[UnsupportedOperationException](
+      StoreRepartitioner.run(0, "default", sources, dir, 1, byFamily(3, Set("byKey")), scratchRoot = tmp)
+    )
+    assert(e.getMessage.contains("column family 'byExpiry' has no known placement"), e.getMessage)
+  }
 }

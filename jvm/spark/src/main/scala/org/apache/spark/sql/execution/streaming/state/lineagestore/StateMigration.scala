@@ -13,10 +13,16 @@ import org.apache.spark.sql.execution.streaming.state.{
   StateStoreProvider,
   StateStoreProviderId
 }
+import org.apache.spark.sql.execution.streaming.operators.stateful.transformwithstate.{
+  StateStoreColumnFamilySchemaUtils,
+  StateVariableType,
+  TransformWithStateOperatorProperties
+}
 import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types.{DataType, StructType}
 
-import io.lineagestore.store.CrashPoints
+import io.lineagestore.engine.ListMerge
+import io.lineagestore.store.{ColumnFamilies, CrashPoints}
 import io.lineagestore.tools.Json._
 import io.lineagestore.tools.StoreRepartitioner
 
@@ -65,6 +71,7 @@ object StateMigration {
     val partitionId =
       SparkKeyPlacement.partitionIdOf(keySchema.fields.take(partitionKeyColumns).toSeq, newPartitions)
     val suffix = if (storeName == "default") "" else s"/$storeName"
+    val storeFamily = ColumnFamilies.DefaultName // the operators migrated here keep their rows there
     val r = StoreRepartitioner.write(
       operatorId,
       storeName,
@@ -73,7 +80,7 @@ object StateMigration {
       batchId + 1,
       CrashPoints.None,
       new File(System.getProperty("java.io.tmpdir"))
-    ) { (_, put) =>
+    ) { (_, sink) =>
       (0 until oldPartitions).foreach { old =>
         val storeId = StateStoreId(s"${checkpoint.stripSuffix("/")}/state", operatorId, old, storeName)
         val provider = StateStoreProvider.createAndInit(
@@ -92,7 +99,125 @@ object StateMigration {
           try
             store.iterator().foreach { pair =>
               val p = if (keepPartitions) old else partitionId.eval(pair.key).asInstanceOf[Int]
-              put(p, encoders.encodeKey(pair.key), encoders.encodeValue(pair.value))
+              sink.put(p, storeFamily, encoders.encodeKey(pair.key), encoders.encodeValue(pair.value))
+            }
+          finally store.abort()
+        } finally provider.close()
+      }
+    }
+    obj(
+      "uniqueIds" -> strs(r.uniqueIds),
+      "rowsRead" -> r.rowsRead,
+      "rowsPerPartition" -> arr(r.rowsPerPartition.map(Num))
+    ).render
+  }
+
+  /** Moves one transformWithState store (every column family) of a checkpoint written by Spark's RocksDB
+    * provider. Each old partition is opened read-only with that provider; each family recorded in the
+    * operator's state schema file is registered on the read store (as Spark's state data source does) and
+    * read whole: a ListState's family element by element (Spark keeps its list as merge operands), joined
+    * back into one list value per key. Rows are re-encoded with Spark's own encoders for the family and
+    * placed by [[TwsKeyPlacement]] (every family by its grouping key) unless the partition count stays.
+    */
+  def migrateTwsStore(
+      spark: SparkSession,
+      checkpoint: String,
+      operatorId: Long,
+      storeName: String,
+      batchId: Long,
+      providerClass: String,
+      formatVersion: String,
+      operatorName: String,
+      schemaFile: String,
+      operatorPropertiesJson: String,
+      oldPartitions: Int,
+      oldUniqueIds: String, // one per old partition, a line each; empty in format version 1
+      newPartitions: Int,
+      keepPartitions: Boolean,
+      operatorDir: String
+  ): String = {
+    val hadoopConf = spark.sessionState.newHadoopConf()
+    val schemas = TwsKeyPlacement
+      .readSchemas(schemaFile, hadoopConf)
+      .filter(_.colFamilyName != ColumnFamilies.DefaultName)
+    require(schemas.nonEmpty, s"$schemaFile records no column family")
+    val properties = TransformWithStateOperatorProperties.fromJson(operatorPropertiesJson)
+    val lists = properties.stateVariables.filter(_.stateVariableType == StateVariableType.ListState)
+    // only a ListState's own family holds several values per key (its TTL and count indexes hold one)
+    def multiValued(family: String) = lists.exists(_.stateName == family)
+    val placement = new TwsKeyPlacement(operatorName, storeName, schemas, properties, newPartitions)
+    val families = schemas.map { s =>
+      val spec = s.keyStateEncoderSpec.getOrElse(
+        throw new IllegalStateException(s"$schemaFile: column family '${s.colFamilyName}' has no key encoder")
+      )
+      (s, spec, new StateEncoders(spec, s.valueSchema, multiValued(s.colFamilyName)))
+    }
+    val ids = Option(oldUniqueIds).getOrElse("").split("\n").toSeq.filter(_.nonEmpty)
+    val sqlConf = spark.sessionState.conf.clone()
+    sqlConf.setConfString(SQLConf.STATE_STORE_PROVIDER_CLASS.key, providerClass)
+    sqlConf.setConfString(SQLConf.STATE_STORE_CHECKPOINT_FORMAT_VERSION.key, formatVersion)
+    val storeConf = new StateStoreConf(sqlConf)
+    val suffix = if (storeName == "default") "" else s"/$storeName"
+    val (first, firstSpec, _) = families.head
+    val r = StoreRepartitioner.write(
+      operatorId,
+      storeName,
+      newPartitions,
+      p => s"${operatorDir.stripSuffix("/")}/$p$suffix",
+      batchId + 1,
+      CrashPoints.None,
+      new File(System.getProperty("java.io.tmpdir"))
+    ) { (_, sink) =>
+      families.foreach { case (s, _, _) => sink.family(s.colFamilyName) }
+      (0 until oldPartitions).foreach { old =>
+        val storeId = StateStoreId(s"${checkpoint.stripSuffix("/")}/state", operatorId, old, storeName)
+        val provider = StateStoreProvider.createAndInit(
+          StateStoreProviderId(storeId, UUID.randomUUID()),
+          first.keySchema,
+          first.valueSchema,
+          firstSpec,
+          true,
+          storeConf,
+          hadoopConf,
+          false,
+          None
+        )
+        try {
+          val store = provider.getReadStore(batchId + 1, ids.lift(old))
+          try
+            families.foreach { case (s, spec, enc) =>
+              val name = s.colFamilyName
+              val multi = multiValued(name)
+              store.registerColFamily(
+                name,
+                s.keySchema,
+                s.valueSchema,
+                spec,
+                multi,
+                StateStoreColumnFamilySchemaUtils.isInternalColFamily(name)
+              )
+              val place = placement.ofFamily(name).get
+              def put(k: Array[Byte], v: Array[Byte]): Unit =
+                sink.put(if (keepPartitions) old else place.partitionOf(k), name, k, v)
+              if (!multi)
+                store
+                  .iterator(name)
+                  .foreach(pair => put(enc.encodeKey(pair.key), enc.encodeValue(pair.value)))
+              else {
+                // one pair per element, a key's elements in a row: joined back into the key's list
+                var key: Array[Byte] = null
+                var list: Array[Byte] = null
+                store.iteratorWithMultiValues(name).foreach { pair =>
+                  val (k, v) = (enc.encodeKey(pair.key), enc.encodeValue(pair.value))
+                  if (key != null && java.util.Arrays.equals(key, k)) list = ListMerge(list, v)
+                  else {
+                    if (key != null) put(key, list)
+                    key = k
+                    list = v
+                  }
+                }
+                if (key != null) put(key, list)
+              }
             }
           finally store.abort()
         } finally provider.close()
