@@ -9,6 +9,7 @@ each connection's server-to-client bytes per second. It is built once with the G
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 from urllib.parse import urlparse
@@ -50,6 +51,16 @@ class StreamLimit:
             raise RuntimeError(f"throttle did not start: {line!r}")
         self.endpoint = f"{self.server.scheme}://{line.removeprefix('listening on ')}"
         return self
+
+    def served_bytes(self) -> int:
+        """Server-to-client bytes of every connection so far: what clients downloaded through the proxy."""
+        if self._proc is None or self._proc.stdout is None:
+            raise RuntimeError("the throttle is not running")
+        self._proc.send_signal(signal.SIGUSR1)
+        line = self._proc.stdout.readline().strip()
+        if not line.startswith("served "):
+            raise RuntimeError(f"throttle answered {line!r} to SIGUSR1")
+        return int(line.removeprefix("served "))
 
     def stop(self) -> None:
         if self._proc is not None and self._proc.poll() is None:

@@ -163,7 +163,7 @@ def test_cell_order_interleaves_and_rotates():
 
 @pytest.mark.skipif(shutil.which("go") is None, reason="the stream limit proxy is built with Go")
 def test_stream_limit_passes_every_byte_and_holds_a_connection_to_its_rate():
-    """The proxy behind --s3-stream-limit: bytes arrive unchanged, in order, and no faster than the limit,
+    """The proxy behind --s3-stream-limit: bytes arrive unchanged, in order, counted, and no faster than the limit,
     also on a connection that was idle first (a pooled keep-alive connection earns no credit). The lower
     bound is the proxy's own pacing, so it cannot be flaky; no upper bound is asserted."""
     import os
@@ -194,10 +194,12 @@ def test_stream_limit_passes_every_byte_and_holds_a_connection_to_its_rate():
             while chunk := client.recv(1 << 16):
                 got += chunk
         elapsed = time.monotonic() - t0
+        served = limit.served_bytes()  # what recovery_bench.py reads as the bytes clients downloaded
     finally:
         limit.stop()
         server.close()
     assert bytes(got) == b"hello" + payload
+    assert served == len(got), served
     # 3 MB at 2 MB/s: the proxy paces the last byte no earlier than ~1.5 s after the first
     assert elapsed >= 1.4, elapsed
 

@@ -7,6 +7,8 @@
 //
 // It prints "listening on <addr>" once it accepts connections. Client-to-server bytes (requests, uploads)
 // pass unlimited. Each connection has its own limit: n connections together move up to n times the rate.
+// On SIGUSR1 it prints "served <n>": the server-to-client bytes of all connections so far (what clients
+// downloaded; recovery_bench.py reads it before and after an executor's loss).
 package main
 
 import (
@@ -16,8 +18,14 @@ import (
 	"log"
 	"net"
 	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
 	"time"
 )
+
+// served counts server-to-client bytes over all connections (printed on SIGUSR1).
+var served atomic.Int64
 
 func main() {
 	listen := flag.String("listen", "127.0.0.1:0", "address to listen on (bind to 127.0.0.1 only)")
@@ -32,7 +40,14 @@ func main() {
 	if err != nil {
 		log.Fatalf("throttle: listen on %s: %v", *listen, err)
 	}
+	asked := make(chan os.Signal, 1)
+	signal.Notify(asked, syscall.SIGUSR1) // before "listening on": a client may ask at once
 	fmt.Printf("listening on %s\n", ln.Addr())
+	go func() {
+		for range asked {
+			fmt.Printf("served %d\n", served.Load())
+		}
+	}()
 	for {
 		client, err := ln.Accept()
 		if err != nil {
@@ -79,7 +94,9 @@ func copyLimited(dst io.Writer, src io.Reader, rate int64) {
 					time.Sleep(wait)
 				}
 			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
+			written, werr := dst.Write(buf[:n])
+			served.Add(int64(written))
+			if werr != nil {
 				return
 			}
 		}
