@@ -379,14 +379,15 @@ SPARK_PROVIDERS = {
 # Spark's HDFS provider writes checkpoint format version 1 only
 @pytest.mark.parametrize(("provider", "format_version"), [("rocksdb", "1"), ("rocksdb", "2"), ("hdfs", "1")])
 def test_migrate_from_spark_providers(spark, tools, tmp_path, provider, format_version):
-    """An aggregation and a stream-stream join started on Spark's RocksDB provider (checkpoint format 1 or
-    2) or its HDFS provider, migrated onto lineagestore (the aggregation 2 -> 3 partitions, the join keeping
+    """dropDuplicates then an aggregation (one query, two operators) and a stream-stream join started on Spark's
+    RocksDB provider (checkpoint format 1 or 2) or its HDFS provider, migrated onto lineagestore (the first
+    query 2 -> 3 partitions, the join keeping
     2), resumed: results exact, the offset log names lineagestore, the state data source reads the new state
     where Spark's shuffle puts each key, verify is clean."""
     from lineagestore.migrate import migrate
 
     def agg(q):
-        return q.source("in").groupBy("k", "g").agg(F.sum("v"))
+        return q.source("in").dropDuplicates(["k", "g", "v"]).groupBy("k", "g").agg(F.sum("v"))
 
     def join(q):
         left = q.source("left").select(F.col("k").alias("lk"), F.col("v").alias("lv"))
@@ -416,7 +417,8 @@ def test_migrate_from_spark_providers(spark, tools, tmp_path, provider, format_v
     assert migrate(spark, str(qj.checkpoint))["newPartitions"] == 2
     conf = rp.offset_conf(tools, f"{load(tools, str(qa.checkpoint)).uri}/offsets/1")
     assert conf["spark.sql.streaming.stateStore.providerClass"] == PROVIDER_CLASSES["lineagestore"]
-    _placement_matches_spark(spark, qa.checkpoint, 3, ["k", "g"], operatorId=0)
+    _placement_matches_spark(spark, qa.checkpoint, 3, ["k", "g"], operatorId=0)  # aggregation
+    _placement_matches_spark(spark, qa.checkpoint, 3, ["k", "g", "v"], operatorId=1)  # dropDuplicates
     _placement_matches_spark(spark, qj.checkpoint, 2, ["lk"], operatorId=0, joinSide="left")
     a2, l2, r2 = _rows(rnd, 10), _rows(rnd, 6, keys=8), _rows(rnd, 6, keys=8)
     qa.add("in", a2)
@@ -425,9 +427,13 @@ def test_migrate_from_spark_providers(spark, tools, tmp_path, provider, format_v
     qa.run()
     qj.run()
     totals: dict[tuple, int] = {}
-    for r in a1 + a2:
-        totals[(r["k"], r["g"])] = totals.get((r["k"], r["g"]), 0) + r["v"]
-    assert sorted(qa.outputs[2]) == sorted((k, g, totals[(k, g)]) for k, g in {(r["k"], r["g"]) for r in a2})
+    for k, g, v in {(r["k"], r["g"], r["v"]) for r in a1 + a2}:  # dropDuplicates: each triple counts once
+        totals[(k, g)] = totals.get((k, g), 0) + v
+    first = {(r["k"], r["g"], r["v"]) for r in a1}
+    changed = {
+        (r["k"], r["g"]) for r in a2 if (r["k"], r["g"], r["v"]) not in first
+    }  # duplicates emit nothing
+    assert sorted(qa.outputs[2]) == sorted((k, g, totals[(k, g)]) for k, g in changed)
     got = Counter(r for rows in qj.outputs.values() for r in rows)
     want = Counter((a["k"], a["v"], b["k"], b["v"]) for a in l1 + l2 for b in r1 + r2 if a["k"] == b["k"])
     assert got == want
