@@ -1,0 +1,337 @@
+"""Recovery after executor loss (issue 18): lineagestore against Spark's RocksDB provider (checkpoint format V2,
+changelog checkpointing), same standalone cluster, same S3 server, same run.
+
+    PYTHONPATH=integration-tests .venv/bin/python integration-tests/bench/recovery_bench.py \\
+        --keys 4000000 --s3-stream-limit 16 --out docs/benchmarks/recovery
+
+Per provider, one query (a running aggregation whose state holds a random, incompressible payload per key,
+about ``--payload-bytes`` each) is built to ``--keys`` keys on ``s3a://`` in ``--build-batches`` batches, then
+updated until every partition has a snapshot on S3 (both providers snapshot every ``minDeltasForSnapshot``
+versions; Spark's maintenance uploads its snapshots, lineagestore uploads its own after the commit). Then, per
+kill: the input of one update batch arrives, and ``--kill-after`` seconds into that batch one executor JVM is
+SIGKILLed and its host's lineagestore local directory removed (a lost machine: the replacement executor the
+Worker starts there has an empty disk for both providers; Spark's provider never reuses a dead executor's
+directory anyway). Measured: seconds from the kill to the end of that batch, and the bytes every client
+downloaded from S3 meanwhile (counted by the per-connection throttle, ``stream_limit.py``), next to the same
+batch size without a kill.
+
+S3 serves one GET stream at a fraction of a host's bandwidth: ``--s3-stream-limit MB/s`` holds every connection
+to it, so a restore that reads one file at a time is measured as it would be against S3.
+Prints one JSON line per kill and writes ``summary.json`` and ``summary.md`` under ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent.parent / "python"))
+sys.path.insert(0, str(HERE))
+
+PROVIDERS = {
+    "lineagestore": "io.lineagestore.spark.LineageStateStoreProvider",
+    "builtin": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+}
+
+
+def session(cluster, s3_conf: dict[str, str], args):
+    from pyspark.sql import SparkSession
+
+    import lineagestore
+    from lineagestore.testing.s3 import s3a_jars
+
+    builder = SparkSession.builder.appName("recovery-bench")
+    builder = cluster.configure(builder)
+    confs = {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.memory": "2g",
+        "spark.sql.shuffle.partitions": str(args.partitions),
+        "spark.sql.streaming.stateStore.minDeltasForSnapshot": str(args.min_deltas),
+        "spark.sql.streaming.stateStore.maintenanceInterval": "5s",
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+        # tasks of a lost executor's partitions run where a core is free, without waiting for locality
+        "spark.locality.wait": "0s",
+        **s3_conf,
+        **dict(c.split("=", 1) for c in args.conf),
+    }
+    for k, v in confs.items():
+        builder = builder.config(k, v)
+    builder = lineagestore.configure(builder)
+    # configure() put lineagestore's jar in spark.jars: the s3a jars go with it to the executors
+    jars = builder._options.get("spark.jars", "")
+    builder = builder.config("spark.jars", ",".join(filter(None, [jars, *s3a_jars()])))
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def write_batch(inp: Path, name: str, first: int, count: int, stride: int, keys: int, round_: int) -> None:
+    """``count`` rows ``k,r``: keys first, first+stride, ... (mod keys), tagged with the round that makes
+    their payload new."""
+    tmp = inp.parent / f".{name}"
+    with open(tmp, "w") as out:
+        for i in range(count):
+            out.write(f"{(first + i * stride) % keys},{round_}\n")
+    tmp.rename(inp / f"{name}.csv")
+
+
+def query(spark, provider: str, inp: Path, checkpoint: str, payload_bytes: int):
+    from pyspark.sql import functions as F
+
+    spark.conf.set("spark.sql.streaming.stateStore.providerClass", PROVIDERS[provider])
+    rows = spark.readStream.schema("k LONG, r INT").option("maxFilesPerTrigger", 1).csv(str(inp))
+    # random bytes (SHA-512 of key and round, chained), base64: no codec shrinks them much
+    digests = max(1, payload_bytes * 3 // 4 // 64)
+    seed = F.concat_ws("/", F.col("k").cast("string"), F.col("r").cast("string"))
+    parts = [F.unhex(F.sha2(F.concat(seed, F.lit(f"#{i}")), 512)) for i in range(digests)]
+    payload = F.base64(F.concat(*parts))
+    return (
+        rows.select("k", "r", payload.alias("p"))
+        .groupBy("k")
+        .agg(F.max(F.struct("r", "p")).alias("latest"), F.count("*").alias("n"))
+        .writeStream.outputMode("update")
+        .format("noop")
+        .option("checkpointLocation", checkpoint)
+        .queryName(f"recovery-{provider}")
+        .start()
+    )
+
+
+def run_batch(q) -> float:
+    """Runs what the input holds (the file just written) to its end; the moment it ended."""
+    q.processAllAvailable()
+    return time.monotonic()
+
+
+def wait_idle(q, timeout_s: float = 60) -> None:
+    """Until the query's triggers find no data: the batch before has ended whole (its trigger too)."""
+    deadline = time.monotonic() + timeout_s
+    while q.status["isDataAvailable"] or q.status["isTriggerActive"]:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{q.name} still busy after {timeout_s:.0f}s")
+        time.sleep(0.05)
+
+
+def state_objects(s3, bucket: str, prefix: str) -> list[tuple[str, int]]:
+    client = s3.boto3_client()
+    out = []
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/state/"):
+        out += [(o["Key"], o["Size"]) for o in page.get("Contents", [])]
+    return out
+
+
+def snapshot_versions(objects: list[tuple[str, int]], partitions: int) -> dict[int, int]:
+    """Newest snapshot version per partition of operator 0 (``<v>_<id>.zip`` in either provider's layout)."""
+    newest = {p: 0 for p in range(partitions)}
+    for key, _ in objects:
+        parts = key.split("/")
+        if len(parts) >= 4 and parts[-1].endswith(".zip") and parts[-4] == "state" and parts[-3] == "0":
+            p, v = int(parts[-2]), int(parts[-1].split("_")[0].split(".")[0])
+            newest[p] = max(newest[p], v)
+    return newest
+
+
+def run_provider(provider: str, spark, cluster, s3, limit, args, work: Path) -> dict:
+    bucket = s3.bucket(f"recovery-{provider}")
+    checkpoint = f"s3a://{bucket}/ckpt"
+    inp = work / provider / "in"
+    inp.mkdir(parents=True)
+    q = query(spark, provider, inp, checkpoint, args.payload_bytes)
+    batch, round_ = -1, 0
+    per_build = -(-args.keys // args.build_batches)
+
+    def next_batch(rows: int, first: int, stride: int) -> int:
+        nonlocal batch, round_
+        batch += 1
+        round_ += 1
+        write_batch(inp, f"b{batch:04d}", first, rows, stride, args.keys, round_)
+        return batch
+
+    started = time.monotonic()
+    for b in range(args.build_batches):
+        n = min(per_build, args.keys - b * per_build)
+        next_batch(n, b * per_build, 1)
+        run_batch(q)
+        print(provider, f"built batch {batch}: {min(args.keys, (b + 1) * per_build)} keys", file=sys.stderr)
+    build_s = time.monotonic() - started
+    stride = max(1, args.keys // args.update_rows) | 1
+    plain: list[float] = []
+    # updates until every partition has a snapshot at or after the build's end on S3
+    deadline = time.monotonic() + args.snapshot_wait_s
+    while True:
+        t0 = time.monotonic()
+        next_batch(args.update_rows, batch * 7919, stride)
+        plain.append(run_batch(q) - t0)
+        objects = state_objects(s3, bucket, "ckpt")
+        if min(snapshot_versions(objects, args.partitions).values()) >= args.build_batches:
+            break
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{provider}: no snapshot in every partition after {args.snapshot_wait_s}s")
+        time.sleep(args.maintenance_pause_s)
+    state_bytes = sum(size for _, size in objects)
+    kills = []
+    for i in range(args.kills):
+        victim = cluster.hosts[(i + 1) % len(cluster.hosts)]
+        before = limit.served_bytes()
+        killed: dict = {}
+
+        def kill_in_batch(victim: str = victim, killed: dict = killed) -> None:
+            deadline = time.monotonic() + 300  # the trigger that found the new file
+            while not (q.status["isDataAvailable"] and q.status["isTriggerActive"]):
+                if time.monotonic() > deadline:
+                    return
+                time.sleep(0.01)
+            time.sleep(args.kill_after)
+            killed["pid"] = cluster.kill_executor(victim)
+            killed["at"] = time.monotonic()
+            shutil.rmtree(cluster.local_dir(victim) / "lineagestore", ignore_errors=True)
+
+        wait_idle(q)
+        killer = threading.Thread(target=kill_in_batch)
+        killer.start()
+        target = next_batch(args.update_rows, (batch + 1) * 7919, stride)
+        done = run_batch(q)
+        killer.join()
+        if "at" not in killed or killed["at"] > done:
+            raise RuntimeError(f"{provider}: the kill did not land inside batch {target}")
+        downloaded = limit.served_bytes() - before
+        progress = q.lastProgress
+        kill = {
+            "provider": provider,
+            "kill": i + 1,
+            "host": victim,
+            "batch": target,
+            "recoveryS": round(done - killed["at"], 2),
+            "downloadedBytes": downloaded,
+            "lineagestoreBytesDownloaded": next(
+                (
+                    v
+                    for op in progress["stateOperators"]
+                    for k, v in op.get("customMetrics", {}).items()
+                    if k == "lineagestoreBytesDownloaded"
+                ),
+                None,
+            ),
+        }
+        kills.append(kill)
+        print(json.dumps(kill), flush=True)
+        # the replacement executor has registered before the next kill (or the next provider) starts
+        deadline = time.monotonic() + 120
+        while len(cluster.executor_pids()) < len(cluster.hosts) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        wait_idle(q)
+        t0 = time.monotonic()
+        next_batch(args.update_rows, (batch + 3) * 7919, stride)
+        plain.append(run_batch(q) - t0)
+    q.stop()
+    return {
+        "provider": provider,
+        "keys": args.keys,
+        "stateBytesOnS3": state_bytes,
+        "buildS": round(build_s, 1),
+        "updateBatchS": round(statistics.median(plain), 2),
+        "kills": kills,
+        "recoveryS": round(statistics.median(k["recoveryS"] for k in kills), 2),
+        "downloadedBytes": int(statistics.median(k["downloadedBytes"] for k in kills)),
+    }
+
+
+def summarize(results: dict, args, out: Path) -> None:
+    ls, spark = results["lineagestore"], results["builtin"]
+    summary = {
+        "settings": {k: v for k, v in vars(args).items() if k != "out"},
+        "providers": results,
+        "ratio": {
+            "recoveryS": round(ls["recoveryS"] / spark["recoveryS"], 2),
+            "downloadedBytes": round(ls["downloadedBytes"] / max(1, spark["downloadedBytes"]), 2),
+        },
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    lines = [
+        "| provider | state on S3 | update batch (no kill) | recovery, kill to batch end (each kill) | "
+        "median | downloaded (median) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name in ("lineagestore", "builtin"):
+        r = results[name]
+        each = ", ".join(f"{k['recoveryS']:.1f}" for k in r["kills"])
+        lines.append(
+            f"| {name} | {r['stateBytesOnS3'] / 1e9:.2f} GB | {r['updateBatchS']:.1f} s | {each} s | "
+            f"{r['recoveryS']:.1f} s | {r['downloadedBytes'] / 1e6:.0f} MB |"
+        )
+    lines.append(
+        f"\nRatio lineagestore / Spark's provider: recovery {summary['ratio']['recoveryS']}x, "
+        f"bytes downloaded {summary['ratio']['downloadedBytes']}x."
+    )
+    (out / "summary.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--keys", type=int, default=4_000_000)
+    ap.add_argument("--payload-bytes", type=int, default=256, help="state payload per key (base64 of random)")
+    ap.add_argument("--build-batches", type=int, default=8)
+    ap.add_argument("--update-rows", type=int, default=50_000)
+    ap.add_argument("--partitions", type=int, default=6)
+    ap.add_argument("--min-deltas", type=int, default=4, help="minDeltasForSnapshot, both providers")
+    ap.add_argument("--kills", type=int, default=2)
+    ap.add_argument("--kill-after", type=float, default=1.0, help="seconds into the batch")
+    ap.add_argument("--s3-stream-limit", type=float, default=16.0, help="MB/s per connection")
+    ap.add_argument("--workers", type=int, default=3)
+    ap.add_argument("--worker-memory", default="4g")
+    ap.add_argument("--snapshot-wait-s", type=float, default=600)
+    ap.add_argument("--maintenance-pause-s", type=float, default=6.0)
+    ap.add_argument("--providers", default="lineagestore,builtin")
+    ap.add_argument("--out", type=Path, default=Path("/tmp/recovery-bench"))
+    ap.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting for both providers, e.g. spark.hadoop.fs.s3a.input.stream.type=classic",
+    )
+    args = ap.parse_args()
+
+    from stream_limit import StreamLimit
+
+    from lineagestore.testing.cluster import StandaloneCluster
+    from lineagestore.testing.s3 import S3Server
+
+    work = Path(tempfile.mkdtemp(prefix="recovery-bench-"))
+    s3 = S3Server().start()
+    limit = StreamLimit(s3.endpoint, int(args.s3_stream_limit * 1e6)).start()
+    cluster = StandaloneCluster(workers=args.workers, memory=args.worker_memory, base_dir=work / "cluster")
+    cluster.start()
+    spark = None
+    try:
+        s3_conf = {k: v for k, v in s3.spark_conf().items()}
+        s3_conf["spark.hadoop.fs.s3a.endpoint"] = limit.endpoint
+        spark = session(cluster, s3_conf, args)
+        results = {}
+        for provider in args.providers.split(","):
+            results[provider] = run_provider(provider, spark, cluster, s3, limit, args, work)
+            print(json.dumps({k: v for k, v in results[provider].items() if k != "kills"}), flush=True)
+        if {"lineagestore", "builtin"} <= set(results):
+            summarize(results, args, args.out)
+    finally:
+        if spark is not None:
+            spark.stop()
+        cluster.stop()
+        limit.stop()
+        s3.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
