@@ -62,25 +62,13 @@ object StateMigration {
       if (prefixKeyColumns > 0) PrefixKeyScanStateEncoderSpec(keySchema, prefixKeyColumns)
       else NoPrefixKeyStateEncoderSpec(keySchema)
     val encoders = new StateEncoders(spec, valueSchema, multipleValues = false)
-    val ids = Option(oldUniqueIds).getOrElse("").split("\n").toSeq.filter(_.nonEmpty)
-    val sqlConf = spark.sessionState.conf.clone()
-    sqlConf.setConfString(SQLConf.STATE_STORE_PROVIDER_CLASS.key, providerClass)
-    sqlConf.setConfString(SQLConf.STATE_STORE_CHECKPOINT_FORMAT_VERSION.key, formatVersion)
-    val storeConf = new StateStoreConf(sqlConf)
+    val ids = uniqueIds(oldUniqueIds)
+    val storeConf = oldStoreConf(spark, providerClass, formatVersion)
     val hadoopConf = spark.sessionState.newHadoopConf()
     val partitionId =
       SparkKeyPlacement.partitionIdOf(keySchema.fields.take(partitionKeyColumns).toSeq, newPartitions)
-    val suffix = if (storeName == "default") "" else s"/$storeName"
     val storeFamily = ColumnFamilies.DefaultName // the operators migrated here keep their rows there
-    val r = StoreRepartitioner.write(
-      operatorId,
-      storeName,
-      newPartitions,
-      p => s"${operatorDir.stripSuffix("/")}/$p$suffix",
-      batchId + 1,
-      CrashPoints.None,
-      new File(System.getProperty("java.io.tmpdir"))
-    ) { (_, sink) =>
+    writeNewStores(operatorId, storeName, newPartitions, operatorDir, batchId) { sink =>
       (0 until oldPartitions).foreach { old =>
         val storeId = StateStoreId(s"${checkpoint.stripSuffix("/")}/state", operatorId, old, storeName)
         val provider = StateStoreProvider.createAndInit(
@@ -105,11 +93,6 @@ object StateMigration {
         } finally provider.close()
       }
     }
-    obj(
-      "uniqueIds" -> strs(r.uniqueIds),
-      "rowsRead" -> r.rowsRead,
-      "rowsPerPartition" -> arr(r.rowsPerPartition.map(Num))
-    ).render
   }
 
   /** Moves one transformWithState store (every column family) of a checkpoint written by Spark's RocksDB
@@ -152,22 +135,10 @@ object StateMigration {
       )
       (s, spec, new StateEncoders(spec, s.valueSchema, multiValued(s.colFamilyName)))
     }
-    val ids = Option(oldUniqueIds).getOrElse("").split("\n").toSeq.filter(_.nonEmpty)
-    val sqlConf = spark.sessionState.conf.clone()
-    sqlConf.setConfString(SQLConf.STATE_STORE_PROVIDER_CLASS.key, providerClass)
-    sqlConf.setConfString(SQLConf.STATE_STORE_CHECKPOINT_FORMAT_VERSION.key, formatVersion)
-    val storeConf = new StateStoreConf(sqlConf)
-    val suffix = if (storeName == "default") "" else s"/$storeName"
+    val ids = uniqueIds(oldUniqueIds)
+    val storeConf = oldStoreConf(spark, providerClass, formatVersion)
     val (first, firstSpec, _) = families.head
-    val r = StoreRepartitioner.write(
-      operatorId,
-      storeName,
-      newPartitions,
-      p => s"${operatorDir.stripSuffix("/")}/$p$suffix",
-      batchId + 1,
-      CrashPoints.None,
-      new File(System.getProperty("java.io.tmpdir"))
-    ) { (_, sink) =>
+    writeNewStores(operatorId, storeName, newPartitions, operatorDir, batchId) { sink =>
       families.foreach { case (s, _, _) => sink.family(s.colFamilyName) }
       (0 until oldPartitions).foreach { old =>
         val storeId = StateStoreId(s"${checkpoint.stripSuffix("/")}/state", operatorId, old, storeName)
@@ -223,6 +194,43 @@ object StateMigration {
         } finally provider.close()
       }
     }
+  }
+
+  private def uniqueIds(oldUniqueIds: String): Seq[String] = // a line per old partition; none in format 1
+    Option(oldUniqueIds).getOrElse("").split("\n").toSeq.filter(_.nonEmpty)
+
+  /** The session's state store settings with the old checkpoint's provider and format version. */
+  private def oldStoreConf(
+      spark: SparkSession,
+      providerClass: String,
+      formatVersion: String
+  ): StateStoreConf = {
+    val sqlConf = spark.sessionState.conf.clone()
+    sqlConf.setConfString(SQLConf.STATE_STORE_PROVIDER_CLASS.key, providerClass)
+    sqlConf.setConfString(SQLConf.STATE_STORE_CHECKPOINT_FORMAT_VERSION.key, formatVersion)
+    new StateStoreConf(sqlConf)
+  }
+
+  /** Writes the new partitions' stores at `batchId + 2` with what `fill` puts into the sink; the result for
+    * the Python side as JSON.
+    */
+  private def writeNewStores(
+      operatorId: Long,
+      storeName: String,
+      newPartitions: Int,
+      operatorDir: String,
+      batchId: Long
+  )(fill: StoreRepartitioner.RowSink => Unit): String = {
+    val suffix = if (storeName == "default") "" else s"/$storeName"
+    val r = StoreRepartitioner.write(
+      operatorId,
+      storeName,
+      newPartitions,
+      p => s"${operatorDir.stripSuffix("/")}/$p$suffix",
+      batchId + 1,
+      CrashPoints.None,
+      new File(System.getProperty("java.io.tmpdir"))
+    )((_, sink) => fill(sink))
     obj(
       "uniqueIds" -> strs(r.uniqueIds),
       "rowsRead" -> r.rowsRead,
