@@ -195,20 +195,41 @@ final class LocalRocksDb(
   /** Commits like [[commit]], but leaves building and writing the write batch to a thread of the apply pool,
     * then `after` (on that thread, once written: a background flush, say). Returns at once; reads see the
     * batch from now on. A failed write fails whatever next waits for it ([[LocalApplyFailed]]): RocksDB then
-    * lacks a committed batch, and only a reload from the blob store ([[closeForReplace]]) mends it.
+    * lacks a committed batch, and only a reload from the blob store ([[closeForReplace]]) mends it. A failed
+    * `after` fails only the returned future: the batch is in RocksDB.
     */
-  def commitInBackground(after: () => Unit = () => ()): Unit = {
+  def commitInBackground(after: () => Unit = () => ()): java.util.concurrent.CompletableFuture[Unit] = {
     settleInFlight(rethrow = true)
     val writes = current
     current = new PendingWrites(pendingLimitBytes, pendingLimitKey)
     val f = new InFlight(writes, new java.util.concurrent.CompletableFuture[Unit])
     inFlight = f
     forgetLastKey()
+    val afterDone = new java.util.concurrent.CompletableFuture[Unit]
     applyPool.execute { () =>
-      try { write(writeBatchOf(writes)); after(); f.written.complete(()) }
-      catch { case t: Throwable => f.written.completeExceptionally(t) }
+      // `written` completes only once `after` has run: whatever waits for the batch (the next commit) also
+      // waits for what `after` does with it (a checkpoint of exactly this batch's state, say)
+      try {
+        write(writeBatchOf(writes))
+        try { after(); afterDone.complete(()) }
+        catch { case t: Throwable => afterDone.completeExceptionally(t) }
+        f.written.complete(())
+      } catch {
+        case t: Throwable =>
+          afterDone.completeExceptionally(t)
+          f.written.completeExceptionally(t)
+      }
     }
+    afterDone
   }
+
+  /** Commits like [[commitInBackground]], then freezes the committed state into `target` as [[checkpointTo]]
+    * does, on the same apply thread and before any later batch reaches RocksDB. The future completes once the
+    * checkpoint is complete in `target`, and fails if the write or the checkpoint failed (only a failed write
+    * leaves RocksDB behind the commit).
+    */
+  def commitAndCheckpointInBackground(target: File): java.util.concurrent.CompletableFuture[Unit] =
+    commitInBackground(() => checkpointWritten(target))
 
   /** Waits until the in-flight batch, if any, is in RocksDB. */
   def awaitApplied(): Unit = settleInFlight(rethrow = true)
@@ -258,7 +279,14 @@ final class LocalRocksDb(
     * SST files plus copies of the small files): the only synchronous part of taking a snapshot.
     */
   def checkpointTo(target: File): Unit = {
-    flush() // waits for the in-flight batch
+    settleInFlight(rethrow = true)
+    checkpointWritten(target)
+  }
+
+  // the checkpoint of what RocksDB holds, on whichever thread wrote the last batch (no batch is in flight
+  // but, on an apply thread, the one it just wrote)
+  private def checkpointWritten(target: File): Unit = {
+    flushWritten() // the WAL is off: a checkpoint holds only what is in SST files
     val cp = Checkpoint.create(db)
     try cp.createCheckpoint(target.getAbsolutePath)
     finally cp.close()
@@ -267,6 +295,10 @@ final class LocalRocksDb(
   /** Writes every memtable to SST files (the WAL is off: unflushed committed data lives only in memory). */
   def flush(): Unit = {
     settleInFlight(rethrow = true)
+    flushWritten()
+  }
+
+  private def flushWritten(): Unit = {
     val flush = new FlushOptions().setWaitForFlush(true)
     try db.flush(flush)
     finally flush.close()

@@ -323,17 +323,19 @@ final class LineageStore(
     // a fresh start is snapshotted at once: its lineage has no older snapshot to restore from
     val freezing = freshStart || lagging || sinceSnapshot >= settings.minDeltasForSnapshot
     // The delta is durable: the commit stands. Writing it into RocksDB (a fifth of a commit at 100k keys)
-    // then runs on an apply thread while the task goes on, reads looking through it (LocalRocksDb), except
-    // when this commit freezes a snapshot, which needs RocksDB to hold it now.
-    if (freezing) db.commit()
-    // the next commit freezes: flush once written, off the commit path, so that freeze waits for one
-    // batch's memtable
-    else if (sinceSnapshot + 1 >= settings.minDeltasForSnapshot)
-      db.commitInBackground(() => db.flushInBackground())
-    else db.commitInBackground()
+    // then runs on an apply thread while the task goes on, reads looking through it (LocalRocksDb); so does
+    // a freeze's checkpoint (flush + hard links: most of a freezing commit at 1M keys), which an upload
+    // waits for and the next commit's write follows.
+    val checkpointed =
+      if (freezing) Some(db.commitAndCheckpointInBackground(emptyFrozenDir(id)))
+      // the next commit freezes: flush once written, off the commit path, so that freeze waits for one
+      // batch's memtable
+      else if (sinceSnapshot + 1 >= settings.minDeltasForSnapshot) {
+        db.commitInBackground(() => db.flushInBackground()); None
+      } else { db.commitInBackground(); None }
     crash.at(CrashPoints.CommitAfterLocalApply)
     local.set(committed)
-    if (freezing) freeze(committed)
+    checkpointed.foreach(frozen(committed, _))
     if (lagging) catchUp(id)
     counters.lastCommitMs.set(clock() - start)
     cleanups.fileWritten(CheckpointFile(id, CheckpointId.Delta))
@@ -390,16 +392,20 @@ final class LineageStore(
     columnFamilies.reload()
   }
 
-  /** The synchronous part of a snapshot: a hard-link checkpoint of the committed state `at`, uploaded later;
-    * the lineage then presumes it.
-    */
-  private def freeze(at: LocalState): Unit = {
-    val id = at.loaded.get
+  /** Where the snapshot of checkpoint `id` is frozen (emptied first). */
+  private def emptyFrozenDir(id: CheckpointId): File = {
     val dir = new File(frozenRoot, id.toString)
     deleteRecursively(dir)
     dir.getParentFile.mkdirs()
-    db.checkpointTo(dir)
-    uploads.add(Frozen(id, at.ancestors, dir, at.hashes))
+    dir
+  }
+
+  /** Queues the hard-link checkpoint of the committed state `at`, complete once `checkpointed` is, for
+    * upload; the lineage then presumes its snapshot.
+    */
+  private def frozen(at: LocalState, checkpointed: java.util.concurrent.Future[Unit]): Unit = {
+    val id = at.loaded.get
+    uploads.add(Frozen(id, at.ancestors, new File(frozenRoot, id.toString), at.hashes, checkpointed))
     local.set(at.copy(ancestors = Nil, presumedSnapshotVersion = id.version))
     crash.at(CrashPoints.SnapshotAfterFreeze)
   }
@@ -407,8 +413,15 @@ final class LineageStore(
   /** Forces a snapshot of the loaded checkpoint at the next upload (tools and tests). */
   def freezeNow(): Unit = {
     val now = local.get
-    if (now.loaded.exists(!_.isEmptyState)) freeze(now)
+    // a commit that froze it already (its checkpoint may still be in the making) leaves nothing to do
+    now.loaded.filterNot(id => id.isEmptyState || uploads.frozenIds.contains(id)).foreach { id =>
+      db.checkpointTo(emptyFrozenDir(id))
+      frozen(now, java.util.concurrent.CompletableFuture.completedFuture(()))
+    }
   }
+
+  /** Why the last freeze of a commit failed, if one did since the last call (see [[SnapshotUploads]]). */
+  def takeFreezeFailure(): Option[Throwable] = uploads.takeFreezeFailure()
 
   // ---- maintenance ----------------------------------------------------------------------------------------
 

@@ -74,11 +74,15 @@ private[store] object LineageStoreState {
     def Unknown(hashes: HashCache): LocalState = LocalState(None, Nil, 0, 0, hashes, 0)
   }
 
+  /** A checkpoint frozen for upload into `dir`, which holds it once `checkpointed` completes (a commit's
+    * freeze runs on an apply thread after the commit returned); a failed freeze fails `checkpointed`.
+    */
   private[store] final case class Frozen(
       id: CheckpointId,
       ancestors: Seq[CheckpointId],
       dir: File,
-      hashes: HashCache
+      hashes: HashCache,
+      checkpointed: java.util.concurrent.Future[Unit]
   )
 
   /** Runs `upload` on its own thread and waits at most `timeoutMs` for it; past that the thread is

@@ -11,11 +11,11 @@ import io.lineagestore.lineage.{CheckpointFile, CheckpointId}
 /** One store's frozen checkpoints on their way to the blob store: the queue a commit's freeze adds to and an
   * upload drains, oldest first, each snapshot diffed against the last one completed.
   *
-  * Threads: the task thread adds (a freeze) and reads [[recentUploads]]; maintenance, a commit's catch-up and
-  * a close may all upload, one at a time (`uploading`). The queue and the recent uploads are concurrent
-  * collections, `lastUploaded` is volatile (a restore sets it too). Blob deletion by clean-up and uploads
-  * exclude each other through [[pausingUploads]]: an upload's new blobs are referenced by no zip until it
-  * finishes.
+  * Threads: the task thread adds (a freeze, whose checkpoint an apply thread may still be writing: an upload
+  * waits for it) and reads [[recentUploads]]; maintenance, a commit's catch-up and a close may all upload,
+  * one at a time (`uploading`). The queue and the recent uploads are concurrent collections, `lastUploaded`
+  * is volatile (a restore sets it too). Blob deletion by clean-up and uploads exclude each other through
+  * [[pausingUploads]]: an upload's new blobs are referenced by no zip until it finishes.
   */
 private[store] final class SnapshotUploads(
     files: CheckpointFiles,
@@ -69,42 +69,66 @@ private[store] final class SnapshotUploads(
     frozenIds
   }
 
+  /** Why the last freeze failed, if one did since the last call (the provider logs it). */
+  def takeFreezeFailure(): Option[Throwable] = Option(lastFreezeFailure.getAndSet(null))
+  // set by an uploader, taken by the provider's maintenance
+  private val lastFreezeFailure = new java.util.concurrent.atomic.AtomicReference[Throwable]()
+
   private def uploadFrozen(): Int = {
     var n = 0
     var next = frozen.peek()
     while (next != null) {
       val start = clock()
-      if (!files.hasSnapshot(next.id)) {
-        val (index, stats) =
-          files.uploadSnapshot(
-            next.id,
-            next.ancestors,
-            next.dir,
-            lastUploaded.orElse(presumedBase(next)),
-            next.hashes,
-            pendingBlobs.written,
-            () => crash.at(CrashPoints.SnapshotAfterBlobs)
-          )
-        pendingBlobs.referenced(index.sharedBlobs)
-        crash.at(CrashPoints.SnapshotAfterZip)
-        lastUploaded = Some(index)
-        cleanups.indexKnown(next.id, index)
-        counters.filesUploaded.addAndGet(stats.filesMoved)
-        counters.bytesUploaded.addAndGet(stats.bytesMoved)
-        counters.filesReused.addAndGet(stats.filesReused)
-        counters.bytesReused.addAndGet(stats.bytesReused)
-        counters.snapshotsUploaded.incrementAndGet()
+      // a freeze that failed leaves nothing to upload; the lineage presumed its snapshot, so the lag grows
+      // until a later commit freezes and catches up (maxSnapshotLagDeltas), as after a crash before upload
+      val frozenOk = checkpointed(next)
+      if (frozenOk && !files.hasSnapshot(next.id)) {
+        uploadOne(next)
         n += 1
       }
-      recent.addFirst(next.id)
-      while (recent.size > RecentUploadsKept) recent.pollLast()
-      cleanups.fileWritten(CheckpointFile(next.id, CheckpointId.Snapshot))
+      if (frozenOk) {
+        recent.addFirst(next.id)
+        while (recent.size > RecentUploadsKept) recent.pollLast()
+        cleanups.fileWritten(CheckpointFile(next.id, CheckpointId.Snapshot))
+      }
       frozen.poll()
       LocalDirectories.deleteRecursively(next.dir)
       counters.lastSnapshotUploadMs.set(clock() - start)
       next = frozen.peek()
     }
     n
+  }
+
+  /** Waits until `f`'s freeze is complete; false if it failed. */
+  private def checkpointed(f: Frozen): Boolean =
+    try { f.checkpointed.get(); true }
+    catch {
+      case e: java.util.concurrent.ExecutionException =>
+        counters.freezeFailures.incrementAndGet()
+        lastFreezeFailure.set(e.getCause)
+        false
+    }
+
+  private def uploadOne(f: Frozen): Unit = {
+    val (index, stats) =
+      files.uploadSnapshot(
+        f.id,
+        f.ancestors,
+        f.dir,
+        lastUploaded.orElse(presumedBase(f)),
+        f.hashes,
+        pendingBlobs.written,
+        () => crash.at(CrashPoints.SnapshotAfterBlobs)
+      )
+    pendingBlobs.referenced(index.sharedBlobs)
+    crash.at(CrashPoints.SnapshotAfterZip)
+    lastUploaded = Some(index)
+    cleanups.indexKnown(f.id, index)
+    counters.filesUploaded.addAndGet(stats.filesMoved)
+    counters.bytesUploaded.addAndGet(stats.bytesMoved)
+    counters.filesReused.addAndGet(stats.filesReused)
+    counters.bytesReused.addAndGet(stats.bytesReused)
+    counters.snapshotsUploaded.incrementAndGet()
   }
 
   /** A store that resumed from a clean close has uploaded nothing yet: diff against the snapshot the frozen

@@ -20,6 +20,8 @@ final class StoreCounters {
   // damaged snapshots loads routed around (an older snapshot and more deltas)
   val snapshotDetours = new AtomicLong
   val catchUpFailures = new AtomicLong
+  // freezes whose checkpoint could not be written (their snapshot is never uploaded; a later one catches up)
+  val freezeFailures = new AtomicLong
   val lastLoadMs = new AtomicLong
   val lastCommitMs = new AtomicLong
   val lastSnapshotUploadMs = new AtomicLong

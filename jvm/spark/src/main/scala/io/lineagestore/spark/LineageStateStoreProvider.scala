@@ -314,7 +314,15 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
 
   override def doSnapshotMaintenance(): Unit = {
     val s = store
-    if (s != null && s.uploadSnapshots() > 0) reportUploads(s)
+    if (s != null) {
+      if (s.uploadSnapshots() > 0) reportUploads(s)
+      s.takeFreezeFailure().foreach { e =>
+        logWarning(
+          s"lineagestore $storeId: a commit's snapshot could not be frozen in the local directory ($e); its " +
+            s"deltas hold the state, and a later commit freezes one within ${LineageConf.MaxSnapshotLagDeltas.key}"
+        )
+      }
+    }
   }
 
   // the newest upload told to Spark's state store coordinator (task, maintenance and shutdown threads
