@@ -87,10 +87,14 @@ final class LocalRocksDb(
   // the directory (closeForReplace)
   private var behind: Throwable = null
 
-  // Spark's operators read a key shortly before writing it: the write's existence check reuses that read.
-  // Forgotten whenever the content changes by any way other than a read or write of a key.
-  private val recentReads = new RecentReads
-  private def forgetLastKey(): Unit = recentReads.forget()
+  // Spark's operators read a key's state before writing it: the write's existence check reuses that read.
+  // Forgotten whenever the committed state changes (a commit, a replay, a replaced directory) or the batch
+  // is dropped.
+  private val batchReads = new BatchReads(BatchReads.MaxKeys)
+  private def forgetLastKey(): Unit = batchReads.forget()
+
+  // lookups of committed state in RocksDB (tests: a write after a read of its key makes none)
+  @volatile private[lineagestore] var committedLookups = 0L
 
   open()
 
@@ -112,27 +116,31 @@ final class LocalRocksDb(
   def reopen(): Unit = { require(db == null, "reopen without closeForReplace"); open() }
 
   /** The key's value, the batch in progress included. The caller must not modify `key` afterwards. */
-  def get(key: Array[Byte]): Array[Byte] = {
-    val value = pending.lookup(key) match {
-      case null  => committed(key)
-      case entry => PendingWrites.resolve(entry, committed(key))
-    }
-    recentReads.read(key, value != null)
-    value
+  def get(key: Array[Byte]): Array[Byte] = pending.lookup(key) match {
+    case null =>
+      val value = committed(key)
+      batchReads.read(key, value != null)
+      value
+    case entry => PendingWrites.resolve(entry, committed(key))
   }
 
-  /** Whether the key has a value, the batch in progress included; answered without a lookup when it is one of
-    * the two keys read last ([[RecentReads]]).
+  /** Whether the key has a value, the batch in progress included; answered without a lookup of committed
+    * state when the batch read the key before ([[BatchReads]]).
     */
-  def exists(key: Array[Byte]): Boolean = recentReads.existence(key) match {
-    case RecentReads.Unknown => get(key) != null
-    case known               => known == RecentReads.Exists
+  def exists(key: Array[Byte]): Boolean = pending.lookup(key) match {
+    case null =>
+      batchReads.existence(key) match {
+        case BatchReads.Unknown => committed(key) != null
+        case known              => known == BatchReads.Exists
+      }
+    case entry => PendingWrites.resolve(entry, committed(key)) != null
   }
 
   /** The committed value only, ignoring the batch in progress (the in-flight batch, if any, is committed). */
   def getCommitted(key: Array[Byte]): Array[Byte] = committed(key)
 
   private def committed(key: Array[Byte]): Array[Byte] = {
+    committedLookups += 1
     val f = inFlight
     if (f == null) {
       if (behind != null) throw new LocalApplyFailed(dir, behind)
@@ -152,18 +160,15 @@ final class LocalRocksDb(
   /** `everyChange`: keep this change beside the key's earlier ones in this batch (see [[PendingWrites]]). */
   def put(key: Array[Byte], value: Array[Byte], everyChange: Boolean = false): Unit = {
     pending.put(key, value, everyChange)
-    recentReads.wrote(key, exists = true)
   }
 
   def delete(key: Array[Byte], everyChange: Boolean = false): Unit = {
     pending.delete(key, everyChange)
-    recentReads.wrote(key, exists = false)
   }
 
   /** Appends `elements` to the key's value ([[ListMerge]]). */
   def merge(key: Array[Byte], elements: Array[Byte]): Unit = {
     pending.merge(key, elements)
-    recentReads.wrote(key, exists = true)
   }
 
   /** Keys in [from, until) in bytewise order, committed state overlaid with the batch in progress. The caller
