@@ -35,9 +35,10 @@ object SharedRocksDbMemory {
 /** The executor-local RocksDB instance of one store, plus the batch in progress.
   *
   * Committed state lives in RocksDB; the batch in progress lives in [[PendingWrites]] and reaches RocksDB
-  * only through [[commit]], in one atomic write batch. Reads see the committed state overlaid with the
-  * pending writes. The write-ahead log is off: the durable copy of every commit is the delta file in the blob
-  * store, and after a crash the local directory is rebuilt from there.
+  * only through a commit, written in chunks ([[ChunkedWriteBatch]]) while reads look through the batch until
+  * the last chunk is in. Reads see the committed state overlaid with the pending writes. The write-ahead log
+  * is off: the durable copy of every commit is the delta file in the blob store, and after a crash the local
+  * directory is rebuilt from there.
   *
   * A commit may leave its write batch to a thread of `applyPool` ([[commitInBackground]]): until that write
   * is done, reads look through the batch it writes (the in-flight batch), and whatever needs RocksDB itself
@@ -189,12 +190,12 @@ final class LocalRocksDb(
     new MergedIterator(base, pending.range(from, until), () => closeIterator(it))
   }
 
-  /** Applies the batch in progress to RocksDB atomically and clears it. */
+  /** Applies the batch in progress to RocksDB and clears it, waiting until it is written (a failed write
+    * leaves RocksDB behind: [[LocalApplyFailed]] until a reload).
+    */
   def commit(): Unit = {
+    commitInBackground()
     settleInFlight(rethrow = true)
-    write(writeBatchOf(pending))
-    pending.clear()
-    forgetLastKey()
   }
 
   /** Commits like [[commit]], but leaves building and writing the write batch to a thread of the apply pool,
@@ -215,7 +216,7 @@ final class LocalRocksDb(
       // `written` completes only once `after` has run: whatever waits for the batch (the next commit) also
       // waits for what `after` does with it (a checkpoint of exactly this batch's state, say)
       try {
-        write(writeBatchOf(writes))
+        writeBatch(writes)
         try { after(); afterDone.complete(()) }
         catch { case t: Throwable => afterDone.completeExceptionally(t) }
         f.written.complete(())
@@ -254,23 +255,28 @@ final class LocalRocksDb(
     if (rethrow && behind != null) throw new LocalApplyFailed(dir, behind)
   }
 
-  private def writeBatchOf(writes: PendingWrites): SerializedWriteBatch = {
-    // sized for the batch at once: growing a buffer of megabytes by doubling cost more than filling it
-    val bytes = math.min(writes.sizeBytes + 16L * writes.size + 64, Int.MaxValue - 64).toInt
-    val records = new SerializedWriteBatch(bytes)
+  /** Writes a committed batch into RocksDB, in chunks ([[ChunkedWriteBatch]]). */
+  private def writeBatch(writes: PendingWrites): Unit = {
+    val records = chunked()
     writes.foreachEntry { (k, entry) =>
       val v = PendingWrites.resolve(entry, db.get(readOptions, k))
       if (v == null) records.delete(k) else records.put(k, v)
     }
-    records
+    records.finish()
   }
 
-  /** Applies records straight to RocksDB atomically (replaying a verified delta file). */
-  def applyCommitted(records: SerializedWriteBatch): Unit = {
+  /** Writes what `fill` stages straight into RocksDB, in chunks (replaying a verified delta). */
+  def applyCommitted(fill: ChunkedWriteBatch => Unit): Unit = {
     settleInFlight(rethrow = true)
     forgetLastKey()
-    write(records)
+    val records = chunked()
+    fill(records)
+    records.finish()
   }
+
+  // a quarter of a memtable: RocksDB switches to a new memtable between chunks once one is full
+  private def chunked() =
+    new ChunkedWriteBatch(math.max(1L << 20, math.min(tuning.writeBufferBytes / 4, 1L << 28)).toInt, write)
 
   private def write(records: SerializedWriteBatch): Unit = if (!records.isEmpty) {
     val batch = records.toWriteBatch

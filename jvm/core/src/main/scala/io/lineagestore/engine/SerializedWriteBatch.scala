@@ -36,6 +36,12 @@ final class SerializedWriteBatch(initialBytes: Int = 1 << 16) {
 
   def isEmpty: Boolean = count == 0
 
+  /** Bytes of the serialized form so far. */
+  def sizeBytes: Int = size
+
+  /** Drops every record, keeping the buffer for the next ones. */
+  def clear(): Unit = { size = HeaderBytes; count = 0 }
+
   /** A RocksDB write batch of the records so far (the caller closes it). */
   def toWriteBatch: WriteBatch = {
     val bytes = Arrays.copyOf(buf, size)
@@ -60,4 +66,24 @@ object SerializedWriteBatch {
   private val HeaderBytes = 12 // sequence fixed64 + count fixed32
   private val TypeDeletion: Byte = 0
   private val TypeValue: Byte = 1
+}
+
+/** Records written into RocksDB in chunks of about `chunkBytes` each: a committed batch or a replayed delta
+  * of any size then passes through memtables of their configured size (RocksDB switches memtables only
+  * between writes, so one write of a whole 10M-key first batch made a 480 MB memtable per store, past
+  * `memoryBytes`, and left its flush to the batches after it), and never needs one array of its whole size (a
+  * JVM array stops at 2 GiB). Writing in chunks gives up no atomicity a reader can see: until the last chunk
+  * is written, reads of the batch's keys look through the batch in flight ([[LocalRocksDb]]), and a failed
+  * chunk leaves the store to be reloaded from the blob store, as a failed single write did. Not thread-safe.
+  */
+final class ChunkedWriteBatch(chunkBytes: Int, write: SerializedWriteBatch => Unit) {
+  private val records = new SerializedWriteBatch(math.min(chunkBytes, 1 << 20))
+
+  def put(key: Array[Byte], value: Array[Byte]): Unit = { records.put(key, value); writeIfFull() }
+  def delete(key: Array[Byte]): Unit = { records.delete(key); writeIfFull() }
+
+  /** Writes what is left. */
+  def finish(): Unit = if (!records.isEmpty) { write(records); records.clear() }
+
+  private def writeIfFull(): Unit = if (records.sizeBytes >= chunkBytes) finish()
 }

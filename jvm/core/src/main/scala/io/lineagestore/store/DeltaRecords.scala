@@ -2,7 +2,7 @@ package io.lineagestore.store
 
 import java.util.Arrays
 
-import io.lineagestore.engine.{Change, ListMerge, PendingWrites, SerializedWriteBatch}
+import io.lineagestore.engine.{Change, ChunkedWriteBatch, ListMerge, PendingWrites}
 import io.lineagestore.format.{DeltaFile, DeltaRecordKind, FamilyKeys}
 import io.lineagestore.lineage.CheckpointId
 
@@ -46,7 +46,7 @@ private[store] object DeltaRecords {
       files: CheckpointFiles,
       id: CheckpointId,
       committed: Array[Byte] => Array[Byte],
-      batch: SerializedWriteBatch
+      batch: ChunkedWriteBatch
   ): Unit = {
     var lastKey: Array[Byte] = null
     var lastValue: Array[Byte] = null

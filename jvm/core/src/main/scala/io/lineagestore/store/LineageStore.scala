@@ -5,7 +5,7 @@ import java.util.concurrent.atomic.AtomicReference
 
 import scala.collection.mutable
 
-import io.lineagestore.engine.{CloseableIterator, LocalRocksDb, SerializedWriteBatch}
+import io.lineagestore.engine.{CloseableIterator, LocalRocksDb}
 import io.lineagestore.format.{CorruptCheckpointFileException, DeltaRecordKind, FamilyKeys, SnapshotIndex}
 import io.lineagestore.storage.BlobNotFoundException
 import io.lineagestore.lineage._
@@ -221,11 +221,11 @@ final class LineageStore(
     finally db.reopen()
   }
 
-  /** Replays one verified delta into the local DB in a single atomic write. */
+  /** Replays one verified delta into the local DB (in chunks: a failure midway fails the load, which then
+    * leaves the local state unknown).
+    */
   private def replay(id: CheckpointId): Unit = {
-    val records = new SerializedWriteBatch()
-    DeltaRecords.replay(files, id, db.getCommitted, records)
-    db.applyCommitted(records)
+    db.applyCommitted(records => DeltaRecords.replay(files, id, db.getCommitted, records))
     counters.deltasReplayed.incrementAndGet()
   }
 

@@ -81,12 +81,11 @@ private[store] final class SnapshotUploads(
       val start = clock()
       // a freeze that failed leaves nothing to upload; the lineage presumed its snapshot, so the lag grows
       // until a later commit freezes and catches up (maxSnapshotLagDeltas), as after a crash before upload
-      val frozenOk = checkpointed(next)
-      if (frozenOk && !files.hasSnapshot(next.id)) {
-        uploadOne(next)
-        n += 1
-      }
-      if (frozenOk) {
+      if (checkpointed(next)) {
+        if (!files.hasSnapshot(next.id)) {
+          uploadOne(next)
+          n += 1
+        }
         recent.addFirst(next.id)
         while (recent.size > RecentUploadsKept) recent.pollLast()
         cleanups.fileWritten(CheckpointFile(next.id, CheckpointId.Snapshot))
