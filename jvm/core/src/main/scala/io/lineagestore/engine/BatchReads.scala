@@ -1,7 +1,5 @@
 package io.lineagestore.engine
 
-import java.util.Arrays
-
 /** Whether each key the batch in progress read from committed state has a committed value: a write's
   * existence check (for key counts) then needs no lookup of its own.
   *
@@ -17,14 +15,14 @@ import java.util.Arrays
 private[engine] final class BatchReads(maxKeys: Int) {
   import BatchReads._
 
-  private val known = new java.util.HashMap[ReadKey, java.lang.Boolean]()
+  private val known = new java.util.HashMap[ByteKey, java.lang.Boolean]()
 
   /** `key` (not modified by the caller afterwards) has a committed value, or not. */
   def read(key: Array[Byte], exists: Boolean): Unit =
-    if (known.size < maxKeys) known.put(new ReadKey(key), java.lang.Boolean.valueOf(exists))
+    if (known.size < maxKeys) known.put(new ByteKey(key), java.lang.Boolean.valueOf(exists))
 
   /** [[Exists]], [[Absent]] or [[Unknown]] (no boxing on the path of every write). */
-  def existence(key: Array[Byte]): Int = known.get(new ReadKey(key)) match {
+  def existence(key: Array[Byte]): Int = known.get(new ByteKey(key)) match {
     case null => Unknown
     case b    => if (b.booleanValue) Exists else Absent
   }
@@ -41,12 +39,4 @@ private[engine] object BatchReads {
     * commits or aborts.
     */
   val MaxKeys = 200000
-
-  private final class ReadKey(val bytes: Array[Byte]) {
-    override val hashCode: Int = Arrays.hashCode(bytes)
-    override def equals(other: Any): Boolean = other match {
-      case k: ReadKey => k.hashCode == hashCode && Arrays.equals(k.bytes, bytes)
-      case _          => false
-    }
-  }
 }

@@ -94,8 +94,9 @@ final class LocalRocksDb(
   private val batchReads = new BatchReads(BatchReads.MaxKeys)
   private def forgetLastKey(): Unit = batchReads.forget()
 
-  // lookups of committed state in RocksDB (tests: a write after a read of its key makes none)
-  @volatile private[lineagestore] var committedLookups = 0L
+  // lookups of committed state in RocksDB, task thread only (tests: a write after a read of its key makes
+  // none)
+  private[lineagestore] var committedLookups = 0L
 
   open()
 

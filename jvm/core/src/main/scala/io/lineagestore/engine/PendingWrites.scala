@@ -69,7 +69,7 @@ final class PendingWrites(limitBytes: Long, limitKey: String) {
   import PendingWrites._
 
   // values: Array[Byte] (the key's new value), Tombstone (deleted) or a Changes (every change, in order)
-  private var byKey = new java.util.HashMap[PendingKey, AnyRef]
+  private var byKey = new java.util.HashMap[ByteKey, AnyRef]
   private var ordered: ConcurrentSkipListMap[Array[Byte], AnyRef] = null // null until a range() of this batch
   private var bytes = 0L
   private var merged = false
@@ -87,7 +87,7 @@ final class PendingWrites(limitBytes: Long, limitKey: String) {
   }
 
   /** The pending entry of `key` (null: not touched by this batch); read it with [[PendingWrites.resolve]]. */
-  def lookup(key: Array[Byte]): Entry = byKey.get(new PendingKey(key))
+  def lookup(key: Array[Byte]): Entry = byKey.get(new ByteKey(key))
 
   /** Whether this batch merged into any key (its delta then holds merge records). */
   def hasMerges: Boolean = merged
@@ -133,7 +133,7 @@ final class PendingWrites(limitBytes: Long, limitKey: String) {
   private def sortedEntries: Iterator[(Array[Byte], Entry)] =
     if (ordered != null) range(Array.emptyByteArray, null)
     else {
-      val entries = byKey.entrySet().toArray(new Array[java.util.Map.Entry[PendingKey, AnyRef]](0))
+      val entries = byKey.entrySet().toArray(new Array[java.util.Map.Entry[ByteKey, AnyRef]](0))
       Arrays.sort(entries, EntryOrder)
       entries.iterator.map(e => (e.getKey.bytes, e.getValue))
     }
@@ -143,14 +143,14 @@ final class PendingWrites(limitBytes: Long, limitKey: String) {
     * commit.
     */
   def clear(): Unit = {
-    byKey = new java.util.HashMap[PendingKey, AnyRef]
+    byKey = new java.util.HashMap[ByteKey, AnyRef]
     ordered = null
     bytes = 0L
     merged = false
   }
 
   private def store(key: Array[Byte], entry: AnyRef): AnyRef = {
-    val previous = byKey.put(new PendingKey(key), entry)
+    val previous = byKey.put(new ByteKey(key), entry)
     if (ordered != null) ordered.put(key, entry)
     previous
   }
@@ -161,7 +161,7 @@ final class PendingWrites(limitBytes: Long, limitKey: String) {
   }
 
   private def recordChange(key: Array[Byte], change: Change): Unit = {
-    val previous = byKey.get(new PendingKey(key))
+    val previous = byKey.get(new ByteKey(key))
     val before: Vector[Change] = previous match {
       case null                => Vector.empty
       case c: Changes          => c.list
@@ -199,17 +199,10 @@ object PendingWrites {
 
   private val Tombstone = new Array[Byte](0) // compared by reference: an empty value stays a value
 
-  private val EntryOrder: Comparator[java.util.Map.Entry[PendingKey, AnyRef]] =
+  private val EntryOrder: Comparator[java.util.Map.Entry[ByteKey, AnyRef]] =
     (a, b) => Order.compare(a.getKey.bytes, b.getKey.bytes)
 
   /** A key of the hash view: equal by content, its hash computed once. */
-  private final class PendingKey(val bytes: Array[Byte]) {
-    override val hashCode: Int = Arrays.hashCode(bytes)
-    override def equals(other: Any): Boolean = other match {
-      case k: PendingKey => k.hashCode == hashCode && Arrays.equals(k.bytes, bytes)
-      case _             => false
-    }
-  }
   private val EntryOverhead = 64 // skip-list node and array headers, roughly
 
   private final class Changes(val list: Vector[Change]) {

@@ -392,9 +392,12 @@ final class LineageStore(
     columnFamilies.reload()
   }
 
-  /** Where the snapshot of checkpoint `id` is frozen (emptied first). */
+  /** Where the snapshot of checkpoint `id` is frozen. */
+  private def frozenDir(id: CheckpointId): File = new File(frozenRoot, id.toString)
+
+  /** [[frozenDir]], emptied, for a new checkpoint. */
   private def emptyFrozenDir(id: CheckpointId): File = {
-    val dir = new File(frozenRoot, id.toString)
+    val dir = frozenDir(id)
     deleteRecursively(dir)
     dir.getParentFile.mkdirs()
     dir
@@ -405,7 +408,7 @@ final class LineageStore(
     */
   private def frozen(at: LocalState, checkpointed: java.util.concurrent.Future[Unit]): Unit = {
     val id = at.loaded.get
-    uploads.add(Frozen(id, at.ancestors, new File(frozenRoot, id.toString), at.hashes, checkpointed))
+    uploads.add(Frozen(id, at.ancestors, frozenDir(id), at.hashes, checkpointed))
     local.set(at.copy(ancestors = Nil, presumedSnapshotVersion = id.version))
     crash.at(CrashPoints.SnapshotAfterFreeze)
   }
