@@ -288,7 +288,8 @@ final class LocalRocksDb(
   def abort(): Unit = { pending.clear(); forgetLastKey() }
 
   /** Freezes the current committed state into `target` as a RocksDB checkpoint (hard links to the immutable
-    * SST files plus copies of the small files): the only synchronous part of taking a snapshot.
+    * SST files plus copies of the small files), waiting for the batch in flight first. A commit's own freeze
+    * runs on the apply thread instead ([[commitAndCheckpointInBackground]]).
     */
   def checkpointTo(target: File): Unit = {
     settleInFlight(rethrow = true)

@@ -37,8 +37,16 @@ private[spark] object LineageMetrics {
     )
   val DeltaBytes = sum("lineagestoreDeltaBytes", "uncommitted bytes written by the last commit")
   val LoadMs = timing("lineagestoreLoadMs", "time to load the version a batch started from")
-  val CommitMs = timing("lineagestoreCommitMs", "time to commit (delta upload + local apply)")
-  val SnapshotUploadMs = timing("lineagestoreSnapshotUploadMs", "time of the last snapshot upload")
+  val CommitMs = timing(
+    "lineagestoreCommitMs",
+    "time to commit (the delta upload; the write into the local RocksDB, and a snapshot's checkpoint, follow " +
+      "on an apply thread)"
+  )
+  val SnapshotUploadMs = timing(
+    "lineagestoreSnapshotUploadMs",
+    "time of the last snapshot upload (with the wait for its checkpoint, if the apply thread was still " +
+      "writing it)"
+  )
 
   val all: Seq[StateStoreCustomMetric] = Seq(
     BytesUploaded,
