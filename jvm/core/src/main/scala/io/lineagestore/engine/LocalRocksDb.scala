@@ -47,13 +47,16 @@ object SharedRocksDbMemory {
   * Not thread-safe for writes: one task uses a store at a time (Spark's contract), and the in-flight batch is
   * set and cleared by that task's thread only; the apply thread reads the batch handed to it and writes it to
   * RocksDB, nothing else. Snapshot creation by maintenance only reads.
+  *
+  * `openLog` opens each batch's [[BatchLog]] (see [[PendingWrites]]); a commit discards a log not taken.
   */
 final class LocalRocksDb(
     val dir: File,
     tuning: RocksDbTuning,
     pendingLimitBytes: Long,
     pendingLimitKey: String,
-    applyPool: java.util.concurrent.Executor = SharedApplyPool.pool
+    applyPool: java.util.concurrent.Executor = SharedApplyPool.pool,
+    openLog: () => BatchLog = BatchLog.None
 ) extends AutoCloseable {
   RocksDB.loadLibrary()
 
@@ -76,7 +79,7 @@ final class LocalRocksDb(
   private var db: RocksDB = _
   private val openIterators = mutable.Set.empty[RocksIterator]
 
-  private var current = new PendingWrites(pendingLimitBytes, pendingLimitKey)
+  private var current = new PendingWrites(pendingLimitBytes, pendingLimitKey, openLog)
 
   /** The batch in progress. */
   def pending: PendingWrites = current
@@ -208,7 +211,8 @@ final class LocalRocksDb(
   def commitInBackground(after: () => Unit = () => ()): java.util.concurrent.CompletableFuture[Unit] = {
     settleInFlight(rethrow = true)
     val writes = current
-    current = new PendingWrites(pendingLimitBytes, pendingLimitKey)
+    current = new PendingWrites(pendingLimitBytes, pendingLimitKey, openLog)
+    Option(writes.takeLog()).foreach(_.discard()) // a caller that wanted the batch's log took it before
     val f = new InFlight(writes, new java.util.concurrent.CompletableFuture[Unit])
     inFlight = f
     forgetLastKey()

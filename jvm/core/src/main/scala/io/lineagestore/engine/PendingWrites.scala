@@ -64,8 +64,11 @@ object ListMerge {
   * [[sizeBytes]] alone may be read from another thread (metrics), and may then be a batch behind.
   *
   * Memory is bounded: past `limitBytes` of keys and values a write fails with an error naming `limitKey`.
+  *
+  * `openLog` opens a [[BatchLog]] at a batch's first change (null: none); it sees every change while each is
+  * its key's first, and is discarded at the first that is not ([[takeLog]] hands over a complete one).
   */
-final class PendingWrites(limitBytes: Long, limitKey: String) {
+final class PendingWrites(limitBytes: Long, limitKey: String, openLog: () => BatchLog = BatchLog.None) {
   import PendingWrites._
 
   // values: Array[Byte] (the key's new value), Tombstone (deleted) or a Changes (every change, in order)
@@ -73,6 +76,10 @@ final class PendingWrites(limitBytes: Long, limitKey: String) {
   private var ordered: ConcurrentSkipListMap[Array[Byte], AnyRef] = null // null until a range() of this batch
   private var bytes = 0L
   private var merged = false
+  // the batch's log: null until its first change, or once it was discarded or handed over (logEnded)
+  private var log: BatchLog = null
+  private var logEnded = false
+  private var refused = false
 
   def put(key: Array[Byte], value: Array[Byte], everyChange: Boolean = false): Unit =
     if (everyChange) recordChange(key, Change.Put(value)) else record(key, value)
@@ -138,6 +145,14 @@ final class PendingWrites(limitBytes: Long, limitKey: String) {
       entries.iterator.map(e => (e.getKey.bytes, e.getValue))
     }
 
+  /** The batch's log if it saw every change of the batch, each its key's first (null otherwise), handed over:
+    * the caller writes or discards it, and this batch feeds it no more.
+    */
+  def takeLog(): BatchLog = { val l = log; log = null; logEnded = true; l }
+
+  /** Whether this batch's log was discarded at a change it could not take. */
+  def logRefused: Boolean = refused
+
   /** Forgets the batch. A new map rather than a cleared one: a cleared map keeps its largest table, and
     * iterating it costs its capacity, so one big batch (the first, loading the state) would slow every later
     * commit.
@@ -147,6 +162,9 @@ final class PendingWrites(limitBytes: Long, limitKey: String) {
     ordered = null
     bytes = 0L
     merged = false
+    endLog()
+    logEnded = false
+    refused = false
   }
 
   private def store(key: Array[Byte], entry: AnyRef): AnyRef = {
@@ -158,7 +176,27 @@ final class PendingWrites(limitBytes: Long, limitKey: String) {
   private def record(key: Array[Byte], value: Array[Byte]): Unit = {
     val previous = store(key, value)
     account(key, previous, value.length)
+    if (!logEnded) {
+      if (previous != null) refuseLog()
+      else {
+        if (log == null) {
+          log = openLog()
+          if (log == null) { logEnded = true; return }
+        }
+        if (value eq Tombstone) log.delete(key) else log.put(key, value)
+      }
+    }
   }
+
+  /** Discards the batch's log (if open): the batch is forgotten. */
+  private def endLog(): Unit = {
+    if (log != null) log.discard()
+    log = null
+    logEnded = true
+  }
+
+  /** A change the log cannot take: discarded, and the batch's delta is written from its entries. */
+  private def refuseLog(): Unit = if (!logEnded) { endLog(); refused = true }
 
   private def recordChange(key: Array[Byte], change: Change): Unit = {
     val previous = byKey.get(new ByteKey(key))
@@ -176,6 +214,7 @@ final class PendingWrites(limitBytes: Long, limitKey: String) {
     }
     val entry = new Changes(after)
     store(key, entry)
+    refuseLog()
     account(key, previous, entry.valueBytes)
   }
 

@@ -134,7 +134,7 @@ object DeltaFile {
   private val Put = DeltaRecordKind.Put.code
   private val Delete = DeltaRecordKind.Delete.code
   private val Merge = DeltaRecordKind.Merge.code
-  private val End = 0
+  private[format] val End = 0
   private val CrcBytes = 4
 
   /** Writes a delta. `merges`: the records may include merges (the file is then format version 4); records
@@ -146,57 +146,75 @@ object DeltaFile {
       codec: DeltaCodec = DeltaCodec.Default,
       merges: Boolean = false
   ) extends Closeable {
-    private val crc = new CRC32C
-    private val stored = new CheckedOutputStream(new BufferedOutputStream(out, 1 << 16), crc)
+    private val stored = new StoredBytes(out)
+    stored.head(header, codec, merges)
     // the codec's stream: its close ends its frame but must leave `stored` open for the file checksum
-    private val compressed: OutputStream = {
-      val head = new DataOutputStream(stored)
+    private val compressed: OutputStream = codec.wrap(new FilterOutputStream(stored.checked) {
+      override def write(b: Array[Byte], off: Int, len: Int): Unit = stored.checked.write(b, off, len)
+      override def close(): Unit = flush()
+    })
+    private val body = new RecordEncoder(compressed)
+    private var closed = false
+
+    def put(key: Array[Byte], value: Array[Byte]): Unit = body.put(key, value)
+
+    def delete(key: Array[Byte]): Unit = body.delete(key)
+
+    /** Appends `elements` to the key's value; only in a writer created with `merges`. */
+    def merge(key: Array[Byte], elements: Array[Byte]): Unit = {
+      if (!merges) throw new IllegalStateException("a merge record in a delta writer created without merges")
+      body.merge(key, elements)
+    }
+
+    def recordCount: Long = body.recordCount
+
+    /** Finishes the file. Not calling it leaves a file that every reader rejects as truncated. */
+    override def close(): Unit = if (!closed) {
+      closed = true
+      body.end()
+      compressed.close()
+      stored.finish()
+    }
+
+    /** Closes the underlying stream without finishing the file (used on failure). */
+    def abandon(): Unit = if (!closed) { closed = true; out.close() }
+
+  }
+
+  /** Writes a delta whose records were encoded while its batch ran: `body`, sealed by this call, after the
+    * header that only the commit knows (checkpoint id, lineage). The same bytes [[Writer]] writes for the
+    * same records. Returns the record count.
+    */
+  def writeWithBody(out: OutputStream, header: DeltaHeader, body: DeltaBody): Long = {
+    val stored = new StoredBytes(out)
+    stored.head(header, body.codec, merges = false)
+    val count = body.sealInto(stored.checked)
+    stored.finish()
+    count
+  }
+
+  /** A delta file's bytes as stored, with the running file checksum: the head (magic, header, lineage base,
+    * codec, header checksum) first, then the body, then [[finish]] appends the file checksum.
+    */
+  private final class StoredBytes(out: OutputStream) {
+    private val crc = new CRC32C
+    val checked = new CheckedOutputStream(new BufferedOutputStream(out, 1 << 16), crc)
+
+    def head(header: DeltaHeader, codec: DeltaCodec, merges: Boolean): Unit = {
+      val head = new DataOutputStream(checked)
       val formatVersion = formatVersionFor(header, merges)
       head.write(magicOf(formatVersion))
       writeHeader(head, header)
       if (formatVersion >= 3) head.writeByte(if (header.fromEmpty) BaseEmpty else BaseParent)
       head.writeByte(codec.id)
       head.writeInt(crc.getValue.toInt)
-      codec.wrap(new FilterOutputStream(stored) {
-        override def write(b: Array[Byte], off: Int, len: Int): Unit = stored.write(b, off, len)
-        override def close(): Unit = flush()
-      })
-    }
-    private val body = new RecordEncoder(compressed)
-    private var count = 0L
-    private var closed = false
-
-    def put(key: Array[Byte], value: Array[Byte]): Unit = {
-      body.byte(Put); body.lengthAndBytes(key); body.lengthAndBytes(value); count += 1
     }
 
-    def delete(key: Array[Byte]): Unit = {
-      body.byte(Delete); body.lengthAndBytes(key); count += 1
-    }
-
-    /** Appends `elements` to the key's value; only in a writer created with `merges`. */
-    def merge(key: Array[Byte], elements: Array[Byte]): Unit = {
-      if (!merges) throw new IllegalStateException("a merge record in a delta writer created without merges")
-      body.byte(Merge); body.lengthAndBytes(key); body.lengthAndBytes(elements); count += 1
-    }
-
-    def recordCount: Long = count
-
-    /** Finishes the file. Not calling it leaves a file that every reader rejects as truncated. */
-    override def close(): Unit = if (!closed) {
-      closed = true
-      body.byte(End)
-      body.long(count)
-      body.drain()
-      compressed.close()
-      val trailer = new DataOutputStream(stored)
+    def finish(): Unit = {
+      val trailer = new DataOutputStream(checked)
       trailer.writeInt(crc.getValue.toInt)
       trailer.close()
     }
-
-    /** Closes the underlying stream without finishing the file (used on failure). */
-    def abandon(): Unit = if (!closed) { closed = true; out.close() }
-
   }
 
   private def writeHeader(out: DataOutputStream, h: DeltaHeader): Unit = {

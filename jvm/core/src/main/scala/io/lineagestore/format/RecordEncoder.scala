@@ -5,11 +5,31 @@ import java.io.OutputStream
 /** Encodes a delta's records, big-endian as [[DeltaFile]]'s layout says, into one reused buffer and hands the
   * codec's stream whole chunks: a `DataOutputStream` over a `BufferedOutputStream` made a synchronized call
   * per byte of every length and type (six per record), a tenth of a commit's time at a hundred thousand
-  * records (docs/benchmarks.md, the scale profile). Not thread-safe.
+  * records (docs/benchmarks.md, the scale profile). The one encoder of records, for a delta written at once
+  * ([[DeltaFile.Writer]]) and one encoded while its batch runs ([[DeltaBody]]). Not thread-safe.
   */
 private[format] final class RecordEncoder(out: OutputStream, bufferBytes: Int = 1 << 16) {
   private val buf = new Array[Byte](bufferBytes)
   private var size = 0
+
+  private var records = 0L
+
+  def put(key: Array[Byte], value: Array[Byte]): Unit = {
+    byte(DeltaRecordKind.Put.code); lengthAndBytes(key); lengthAndBytes(value); records += 1
+  }
+
+  def delete(key: Array[Byte]): Unit = {
+    byte(DeltaRecordKind.Delete.code); lengthAndBytes(key); records += 1
+  }
+
+  def merge(key: Array[Byte], elements: Array[Byte]): Unit = {
+    byte(DeltaRecordKind.Merge.code); lengthAndBytes(key); lengthAndBytes(elements); records += 1
+  }
+
+  def recordCount: Long = records
+
+  /** The end record (with the record count), and everything buffered handed to the stream. */
+  def end(): Unit = { byte(DeltaFile.End); long(records); drain() }
 
   def byte(b: Int): Unit = {
     if (size == buf.length) drain()

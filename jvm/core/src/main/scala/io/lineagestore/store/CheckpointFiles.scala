@@ -71,6 +71,24 @@ final class CheckpointFiles(
     count
   }
 
+  /** Writes `<id>.delta` atomically as [[writeDelta]] does, its records encoded beforehand (`body`, sealed by
+    * this call; discarded if the write fails).
+    */
+  def writeDelta(
+      id: CheckpointId,
+      ancestors: Seq[CheckpointId],
+      fromEmpty: Boolean,
+      body: DeltaBody
+  ): Long = {
+    var count = 0L
+    try
+      blobs.write(id.deltaFileName) { out =>
+        count = DeltaFile.writeWithBody(out, DeltaHeader(store, id, ancestors, fromEmpty), body)
+      }
+    finally body.discard()
+    count
+  }
+
   override def ancestorsOf(id: CheckpointId): Option[Seq[CheckpointId]] = lineageOf(id).map(_.ancestors)
 
   override def lineageOf(id: CheckpointId): Option[Lineage] = {

@@ -2,8 +2,8 @@ package io.lineagestore.store
 
 import java.util.Arrays
 
-import io.lineagestore.engine.{Change, ChunkedWriteBatch, ListMerge, PendingWrites}
-import io.lineagestore.format.{DeltaFile, DeltaRecordKind, FamilyKeys}
+import io.lineagestore.engine.{BatchLog, Change, ChunkedWriteBatch, ListMerge, PendingWrites}
+import io.lineagestore.format.{DeltaBody, DeltaCodec, DeltaFile, DeltaRecordKind, FamilyKeys}
 import io.lineagestore.lineage.CheckpointId
 
 /** Between a batch's changes and a delta file's records, both ways. Merges (list appends) are written as
@@ -22,6 +22,14 @@ private[store] object DeltaRecords {
       case (k, Change.Delete)   => w.delete(k)
       case (k, Change.Merge(e)) => w.merge(k, e)
     }
+
+  /** A batch's delta records encoded while it runs ([[BatchLog]] over a [[DeltaBody]]). */
+  final class Streamed(codec: DeltaCodec) extends BatchLog {
+    val body = new DeltaBody(codec)
+    override def put(key: Array[Byte], value: Array[Byte]): Unit = body.put(key, value)
+    override def delete(key: Array[Byte]): Unit = body.delete(key)
+    override def discard(): Unit = body.discard()
+  }
 
   /** The records of family `cf` in the verified delta `id`, as (checkpoint, kind, user key, value); all read
     * and verified before any is returned.

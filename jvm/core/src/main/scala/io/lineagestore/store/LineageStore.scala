@@ -50,7 +50,8 @@ final class LineageStore(
         settings.tuning,
         settings.maxPendingBytes,
         settings.maxPendingBytesKey,
-        applyPool
+        applyPool,
+        () => deltas.openLog()
       )
     try open()
     catch {
@@ -62,6 +63,7 @@ final class LineageStore(
   }
   val columnFamilies = new ColumnFamilies(db)
   val counters = new StoreCounters
+  private val deltas = new BatchDeltas(files, settings.deltaCodec, counters)
 
   // what the local DB holds; nothing until the first load (or a clean-close record)
   private val local = new AtomicReference(LocalState.Unknown(new HashCache))
@@ -301,15 +303,7 @@ final class LineageStore(
     columnFamilies.stageCounts()
     crash.at(CrashPoints.CommitBeforeDelta)
     // from the empty state the batch in progress is the whole state, so the delta is complete by itself
-    files.writeDelta(
-      id,
-      lineage,
-      settings.deltaCodec,
-      fromEmpty = freshStart,
-      merges = db.pending.hasMerges
-    ) { w =>
-      DeltaRecords.write(db.pending, w)
-    }
+    deltas.write(db.pending, id, lineage, freshStart)
     crash.at(CrashPoints.CommitAfterDelta)
     counters.lastDeltaBytes.set(db.pending.sizeBytes)
     val committed = before.copy(

@@ -22,6 +22,8 @@ final class StoreCounters {
   val catchUpFailures = new AtomicLong
   // freezes whose checkpoint could not be written (their snapshot is never uploaded; a later one catches up)
   val freezeFailures = new AtomicLong
+  // deltas whose records were encoded while their batch ran (each change its key's first)
+  val deltasStreamed = new AtomicLong
   val lastLoadMs = new AtomicLong
   val lastCommitMs = new AtomicLong
   val lastSnapshotUploadMs = new AtomicLong
