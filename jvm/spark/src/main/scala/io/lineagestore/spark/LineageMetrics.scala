@@ -35,6 +35,10 @@ private[spark] object LineageMetrics {
       "lineagestoreSnapshotDetours",
       "damaged snapshots loads routed around (older snapshot and more deltas)"
     )
+  val DeltasStreamed = sum(
+    "lineagestoreDeltasStreamed",
+    "commits whose delta was encoded while the batch ran (each change its key's first); the rest encode at commit"
+  )
   val DeltaBytes = sum("lineagestoreDeltaBytes", "uncommitted bytes written by the last commit")
   val LoadMs = timing("lineagestoreLoadMs", "time to load the version a batch started from")
   val CommitMs = timing(
@@ -63,6 +67,7 @@ private[spark] object LineageMetrics {
     SnapshotLag,
     CatchUpSnapshots,
     SnapshotDetours,
+    DeltasStreamed,
     DeltaBytes,
     LoadMs,
     CommitMs,
@@ -90,6 +95,7 @@ private[spark] object LineageMetrics {
       SnapshotLag -> store.snapshotLag,
       CatchUpSnapshots -> c.catchUpSnapshots.get,
       SnapshotDetours -> c.snapshotDetours.get,
+      DeltasStreamed -> c.deltasStreamed.get,
       DeltaBytes -> c.lastDeltaBytes.get,
       LoadMs -> c.lastLoadMs.get,
       CommitMs -> c.lastCommitMs.get,
