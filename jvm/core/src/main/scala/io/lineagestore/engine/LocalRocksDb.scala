@@ -279,9 +279,12 @@ final class LocalRocksDb(
     records.finish()
   }
 
-  // a quarter of a memtable: RocksDB switches to a new memtable between chunks once one is full
+  // RocksDB switches to a new memtable between chunks once one is full, so a chunk is at most a quarter of a
+  // memtable; and at most 512 KiB: each chunk's serialized form is copied once more to be handed over, and
+  // arrays past half a G1 region (1 MiB in a 4 GiB heap) are humongous objects (with 16 MiB chunks, the
+  // commits of a million rows per batch made GC ten times Spark's provider's, docs/benchmarks.md)
   private def chunked() =
-    new ChunkedWriteBatch(math.max(1L << 20, math.min(tuning.writeBufferBytes / 4, 1L << 28)).toInt, write)
+    new ChunkedWriteBatch(math.max(1L << 16, math.min(tuning.writeBufferBytes / 4, 1L << 19)).toInt, write)
 
   private def write(records: SerializedWriteBatch): Unit = if (!records.isEmpty) {
     val batch = records.toWriteBatch

@@ -68,16 +68,18 @@ object SerializedWriteBatch {
   private val TypeValue: Byte = 1
 }
 
-/** Records written into RocksDB in chunks of about `chunkBytes` each: a committed batch or a replayed delta
-  * of any size then passes through memtables of their configured size (RocksDB switches memtables only
-  * between writes, so one write of a whole 10M-key first batch made a 480 MB memtable per store, past
-  * `memoryBytes`, and left its flush to the batches after it), and never needs one array of its whole size (a
-  * JVM array stops at 2 GiB). Writing in chunks gives up no atomicity a reader can see: until the last chunk
-  * is written, reads of the batch's keys look through the batch in flight ([[LocalRocksDb]]), and a failed
-  * chunk leaves the store to be reloaded from the blob store, as a failed single write did. Not thread-safe.
+/** Records written into RocksDB in chunks of about `chunkBytes` each (one buffer, reused): a committed batch
+  * or a replayed delta of any size then passes through memtables of their configured size (RocksDB switches
+  * memtables only between writes, so one write of a whole 10M-key first batch made a 480 MB memtable per
+  * store, past `memoryBytes`, and left its flush to the batches after it), and never needs one array of its
+  * whole size (a JVM array stops at 2 GiB). Writing in chunks gives up no atomicity a reader can see: until
+  * the last chunk is written, reads of the batch's keys look through the batch in flight ([[LocalRocksDb]]),
+  * and a failed chunk leaves the store to be reloaded from the blob store, as a failed single write did. Not
+  * thread-safe.
   */
 final class ChunkedWriteBatch(chunkBytes: Int, write: SerializedWriteBatch => Unit) {
-  private val records = new SerializedWriteBatch(math.min(chunkBytes, 1 << 20))
+  // room for a chunk and its last record, so the buffer does not double for the last one
+  private val records = new SerializedWriteBatch(chunkBytes + (1 << 16))
 
   def put(key: Array[Byte], value: Array[Byte]): Unit = { records.put(key, value); writeIfFull() }
   def delete(key: Array[Byte]): Unit = { records.delete(key); writeIfFull() }
