@@ -167,7 +167,8 @@ class LineageOptions:
 
     max_pending_bytes: int | str = 1073741824
     """Upper bound on the uncommitted changes one batch of one partition may hold in memory (keys and values,
-    before commit). Accepts k/m/g suffixes. Key
+    before commit). The batch's delta, compressed as the batch runs when each change is its key's first, is
+    held beside them (at most about as large again, for incompressible values). Accepts k/m/g suffixes. Key
     ``spark.sql.streaming.stateStore.lineagestore.maxPendingBytes``; a byte count (an integer, optionally with
     a k, m or g suffix: powers of 1024) of at least 1048576; default ``1073741824``.
     """

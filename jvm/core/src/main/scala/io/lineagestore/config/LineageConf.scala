@@ -143,7 +143,8 @@ object LineageConf {
     "maxPendingBytes",
     1L << 30,
     "Upper bound on the uncommitted changes one batch of one partition may hold in memory (keys and values, " +
-      "before commit). Accepts k/m/g suffixes.",
+      "before commit). The batch's delta, compressed as the batch runs when each change is its key's first, " +
+      "is held beside them (at most about as large again, for incompressible values). Accepts k/m/g suffixes.",
     min = 1L << 20
   )
   val LocalDir: ConfEntry[String] = string(
