@@ -241,7 +241,6 @@ object PendingWrites {
   private val EntryOrder: Comparator[java.util.Map.Entry[ByteKey, AnyRef]] =
     (a, b) => Order.compare(a.getKey.bytes, b.getKey.bytes)
 
-  /** A key of the hash view: equal by content, its hash computed once. */
   private val EntryOverhead = 64 // skip-list node and array headers, roughly
 
   private final class Changes(val list: Vector[Change]) {

@@ -23,9 +23,6 @@ final class DeltaBody(val codec: DeltaCodec) {
 
   def recordCount: Long = records.recordCount
 
-  /** Compressed bytes held so far (the codec may hold back up to a block more). */
-  def storedBytes: Long = stored.size
-
   /** Ends the records (end record, codec frame) and writes the compressed bytes to `out`; the record count.
     */
   private[format] def sealInto(out: OutputStream): Long = {
@@ -54,9 +51,6 @@ private object DeltaBody {
     private val blocks = scala.collection.mutable.ArrayBuffer.empty[Array[Byte]]
     private var last: Array[Byte] = null
     private var lastSize = 0
-    private var total = 0L
-
-    def size: Long = total
 
     override def write(b: Int): Unit = write(Array(b.toByte), 0, 1)
 
@@ -65,18 +59,8 @@ private object DeltaBody {
       var left = len
       while (left > 0) {
         if (last == null || lastSize == last.length) {
-          last = new Array[Byte](
-            math.min(
-              1 << 20,
-              math.max(
-                1 << 16,
-                last match {
-                  case null => left
-                  case l    => l.length * 2
-                }
-              )
-            )
-          )
+          // 64 KiB first, doubling to 1 MiB: a small batch's delta holds little memory
+          last = new Array[Byte](if (last == null) 1 << 16 else math.min(last.length * 2, 1 << 20))
           blocks += last
           lastSize = 0
         }
@@ -85,7 +69,6 @@ private object DeltaBody {
         lastSize += n
         from += n
         left -= n
-        total += n
       }
     }
 
