@@ -91,12 +91,6 @@ final class LocalRocksDb(
   // the directory (closeForReplace)
   private var behind: Throwable = null
 
-  // Spark's operators read a key's state before writing it: the write's existence check reuses that read.
-  // Forgotten whenever the committed state changes (a commit, a replay, a replaced directory) or the batch
-  // is dropped.
-  private val batchReads = new BatchReads(BatchReads.MaxKeys)
-  private def forgetLastKey(): Unit = batchReads.forget()
-
   // lookups of committed state in RocksDB, task thread only (tests: a write after a read of its key makes
   // none)
   private[lineagestore] var committedLookups = 0L
@@ -113,7 +107,6 @@ final class LocalRocksDb(
     settleInFlight(rethrow = false) // the directory is being replaced: a failed write no longer matters
     behind = null
     pending.clear()
-    forgetLastKey()
     closeIterators()
     if (db != null) { db.close(); db = null }
   }
@@ -121,24 +114,23 @@ final class LocalRocksDb(
   def reopen(): Unit = { require(db == null, "reopen without closeForReplace"); open() }
 
   /** The key's value, the batch in progress included. The caller must not modify `key` afterwards. */
-  def get(key: Array[Byte]): Array[Byte] = pending.lookup(key) match {
+  def get(key: Array[Byte]): Array[Byte] = pending.find(key) match {
     case null =>
       val value = committed(key)
-      batchReads.read(key, value != null)
+      pending.noteRead(key, value != null)
       value
-    case entry => PendingWrites.resolve(entry, committed(key))
+    case read if PendingWrites.isRead(read) => committed(key)
+    case entry                              => PendingWrites.resolve(entry, committed(key))
   }
 
   /** Whether the key has a value, the batch in progress included; answered without a lookup of committed
-    * state when the batch read the key before ([[BatchReads]]).
+    * state when the batch read the key before (Spark's operators read a key's state before writing it:
+    * [[PendingWrites.noteRead]]).
     */
-  def exists(key: Array[Byte]): Boolean = pending.lookup(key) match {
-    case null =>
-      batchReads.existence(key) match {
-        case BatchReads.Unknown => committed(key) != null
-        case known              => known == BatchReads.Exists
-      }
-    case entry => PendingWrites.resolve(entry, committed(key)) != null
+  def exists(key: Array[Byte]): Boolean = pending.find(key) match {
+    case null                               => committed(key) != null
+    case read if PendingWrites.isRead(read) => PendingWrites.readExists(read)
+    case entry                              => PendingWrites.resolve(entry, committed(key)) != null
   }
 
   /** The committed value only, ignoring the batch in progress (the in-flight batch, if any, is committed). */
@@ -215,7 +207,6 @@ final class LocalRocksDb(
     Option(writes.takeLog()).foreach(_.discard()) // a caller that wanted the batch's log took it before
     val f = new InFlight(writes, new java.util.concurrent.CompletableFuture[Unit])
     inFlight = f
-    forgetLastKey()
     val afterDone = new java.util.concurrent.CompletableFuture[Unit]
     applyPool.execute { () =>
       // `written` completes only once `after` has run: whatever waits for the batch (the next commit) also
@@ -273,7 +264,7 @@ final class LocalRocksDb(
   /** Writes what `fill` stages straight into RocksDB, in chunks (replaying a verified delta). */
   def applyCommitted(fill: ChunkedWriteBatch => Unit): Unit = {
     settleInFlight(rethrow = true)
-    forgetLastKey()
+    pending.forgetReads()
     val records = chunked()
     fill(records)
     records.finish()
@@ -292,7 +283,7 @@ final class LocalRocksDb(
     finally batch.close()
   }
 
-  def abort(): Unit = { pending.clear(); forgetLastKey() }
+  def abort(): Unit = pending.clear()
 
   /** Freezes the current committed state into `target` as a RocksDB checkpoint (hard links to the immutable
     * SST files plus copies of the small files), waiting for the batch in flight first. A commit's own freeze

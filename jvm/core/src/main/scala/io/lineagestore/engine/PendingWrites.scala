@@ -51,14 +51,15 @@ object ListMerge {
   * multi-valued key (list state). Only changes the feed cannot tell apart are folded: a merge following a put
   * or a merge joins it (a put's and a merge's values are reported element by element anyway).
   *
-  * Two views of the same entries. Point reads and writes use a hash map: Spark's operators read every key
-  * they write (and the store checks existence on write), so a batch does several lookups per key, and a skip
-  * list's pointer chase per lookup was the largest cost of a batch at a million keys (docs/benchmarks.md, the
-  * scale profile). Key order, needed to merge with a RocksDB iterator (ordered like RocksDB's bytewise
-  * comparator) and to write a delta, is built only when asked for: the first [[range]] of a batch creates a
-  * concurrent skip list of the entries, kept in step with every later write of the batch (concurrent because
-  * Spark's operators remove keys while iterating, as in watermark eviction: its iterators are weakly
-  * consistent and never throw on modification); a batch that never scans sorts its keys once, at commit.
+  * Two views of the same entries. Point reads and writes use a hash table ([[KeyTable]]): Spark's operators
+  * read every key they write (and the store checks existence on write), so a batch does several lookups per
+  * key, and a skip list's pointer chase per lookup was the largest cost of a batch at a million keys
+  * (docs/benchmarks.md, the scale profile). Key order, needed to merge with a RocksDB iterator (ordered like
+  * RocksDB's bytewise comparator) and to write a delta, is built only when asked for: the first [[range]] of
+  * a batch creates a concurrent skip list of the entries, kept in step with every later write of the batch
+  * (concurrent because Spark's operators remove keys while iterating, as in watermark eviction: its iterators
+  * are weakly consistent and never throw on modification); a batch that never scans sorts its keys once, at
+  * commit.
   *
   * Confined to the thread of the task using the store (Spark's contract: one task per store at a time);
   * [[sizeBytes]] alone may be read from another thread (metrics), and may then be a batch behind.
@@ -67,12 +68,26 @@ object ListMerge {
   *
   * `openLog` opens a [[BatchLog]] at a batch's first change (null: none); it sees every change while each is
   * its key's first, and is discarded at the first that is not ([[takeLog]] hands over a complete one).
+  *
+  * The same map remembers, for keys the batch read but has not written, whether each has a committed value
+  * ([[noteRead]], [[find]]): a write's existence check (key counts) then needs no lookup of its own. Spark's
+  * streaming aggregation reads every group's state (StateStoreRestoreExec) before it writes any
+  * (StateStoreSaveExec, after a hash aggregation), so the memory must span the batch; keeping it in the entry
+  * the write then replaces holds one map node per key where a map of reads beside the writes held two, all
+  * live through the batch's young collections (GC at a million rows per batch, docs/benchmarks.md). A read's
+  * answer is committed existence, which nothing changes within a batch; whatever changes the committed state
+  * forgets it ([[forgetReads]], or the batch ends). At most [[MaxReads]] reads are remembered (later ones are
+  * not, and their writes look up). Reads are invisible to every other method: not entries, not counted in
+  * [[size]] or [[sizeBytes]], not in the delta or the batch applied.
   */
 final class PendingWrites(limitBytes: Long, limitKey: String, openLog: () => BatchLog = BatchLog.None) {
   import PendingWrites._
 
-  // values: Array[Byte] (the key's new value), Tombstone (deleted) or a Changes (every change, in order)
-  private var byKey = new java.util.HashMap[ByteKey, AnyRef]
+  // values: Array[Byte] (the key's new value), Tombstone (deleted), a Changes (every change, in order), or a
+  // Read (not written: whether the key has a committed value)
+  private var byKey = new KeyTable
+  private var written = 0 // entries of byKey that are writes
+  private var reads = 0 // entries of byKey that are Reads
   private var ordered: ConcurrentSkipListMap[Array[Byte], AnyRef] = null // null until a range() of this batch
   private var bytes = 0L
   private var merged = false
@@ -93,14 +108,36 @@ final class PendingWrites(limitBytes: Long, limitKey: String, openLog: () => Bat
     recordChange(key, Change.Merge(elements))
   }
 
-  /** The pending entry of `key` (null: not touched by this batch); read it with [[PendingWrites.resolve]]. */
-  def lookup(key: Array[Byte]): Entry = byKey.get(new ByteKey(key))
+  /** The pending entry of `key` (null: not written by this batch); read it with [[PendingWrites.resolve]]. */
+  def lookup(key: Array[Byte]): Entry = byKey.get(key) match {
+    case _: Read => null
+    case e       => e
+  }
+
+  /** What this batch knows of `key`, in one lookup: its pending entry, a remembered read
+    * ([[PendingWrites.isRead]]) or null (nothing).
+    */
+  def find(key: Array[Byte]): AnyRef = byKey.get(key)
+
+  /** Remembers that `key` (not written by this batch, and not modified by the caller afterwards) has a
+    * committed value, or not: see the class comment.
+    */
+  def noteRead(key: Array[Byte], exists: Boolean): Unit =
+    if (reads < MaxReads && byKey.putIfAbsent(key, if (exists) ReadPresent else ReadAbsent) == null)
+      reads += 1
+
+  /** Forgets every remembered read (the committed state changed under the batch). */
+  def forgetReads(): Unit =
+    if (reads > 0) {
+      byKey = if (written == 0) new KeyTable else byKey.filtered(!_.isInstanceOf[Read])
+      reads = 0
+    }
 
   /** Whether this batch merged into any key (its delta then holds merge records). */
   def hasMerges: Boolean = merged
 
-  def isEmpty: Boolean = byKey.isEmpty
-  def size: Int = byKey.size
+  def isEmpty: Boolean = written == 0
+  def size: Int = written
   def sizeBytes: Long = bytes
 
   /** Entries with keys in [from, until) (until null = unbounded), in key order; writes made while iterating
@@ -110,17 +147,18 @@ final class PendingWrites(limitBytes: Long, limitKey: String, openLog: () => Bat
     import scala.jdk.CollectionConverters._
     // nothing pending: no order to build (a load's registry scan would otherwise build an empty skip list
     // that every write of the batch then keeps up to date for nothing)
-    if (ordered == null && byKey.isEmpty) return Iterator.empty
+    if (ordered == null && written == 0) return Iterator.empty
     if (ordered == null) {
       ordered = new ConcurrentSkipListMap[Array[Byte], AnyRef](Order)
-      byKey.forEach((k, v) => ordered.put(k.bytes, v))
+      foreachEntry((k, v) => ordered.put(k, v))
     }
     val sub = if (until == null) ordered.tailMap(from, true) else ordered.subMap(from, true, until, false)
     sub.entrySet().iterator().asScala.map(e => (e.getKey, e.getValue))
   }
 
   /** Every entry once, in no particular order (applying the batch needs no order). */
-  def foreachEntry(f: (Array[Byte], Entry) => Unit): Unit = byKey.forEach((k, v) => f(k.bytes, v))
+  def foreachEntry(f: (Array[Byte], Entry) => Unit): Unit =
+    byKey.foreach((k, v) => if (!v.isInstanceOf[Read]) f(k, v))
 
   /** Every change of the batch, a key's changes adjacent and in order of happening; keys in ascending order
     * when `inKeyOrder` (a delta with merge records needs it), else in no particular order (sorting a hundred
@@ -140,9 +178,11 @@ final class PendingWrites(limitBytes: Long, limitKey: String, openLog: () => Bat
   private def sortedEntries: Iterator[(Array[Byte], Entry)] =
     if (ordered != null) range(Array.emptyByteArray, null)
     else {
-      val entries = byKey.entrySet().toArray(new Array[java.util.Map.Entry[ByteKey, AnyRef]](0))
-      Arrays.sort(entries, EntryOrder)
-      entries.iterator.map(e => (e.getKey.bytes, e.getValue))
+      val keys = new Array[Array[Byte]](written)
+      var i = 0
+      foreachEntry((k, _) => { keys(i) = k; i += 1 })
+      Arrays.sort(keys, Order)
+      keys.iterator.map(k => (k, byKey.get(k)))
     }
 
   /** The batch's log if it saw every change of the batch, each its key's first (null otherwise), handed over:
@@ -158,7 +198,9 @@ final class PendingWrites(limitBytes: Long, limitKey: String, openLog: () => Bat
     * commit.
     */
   def clear(): Unit = {
-    byKey = new java.util.HashMap[ByteKey, AnyRef]
+    byKey = new KeyTable
+    written = 0
+    reads = 0
     ordered = null
     bytes = 0L
     merged = false
@@ -167,10 +209,15 @@ final class PendingWrites(limitBytes: Long, limitKey: String, openLog: () => Bat
     refused = false
   }
 
+  /** Stores `entry` as the key's, returning the key's previous entry (null: none; a read is none). */
   private def store(key: Array[Byte], entry: AnyRef): AnyRef = {
-    val previous = byKey.put(new ByteKey(key), entry)
+    val previous = byKey.put(key, entry)
     if (ordered != null) ordered.put(key, entry)
-    previous
+    previous match {
+      case null    => written += 1; null
+      case _: Read => written += 1; reads -= 1; null
+      case e       => e
+    }
   }
 
   private def record(key: Array[Byte], value: Array[Byte]): Unit = {
@@ -199,8 +246,7 @@ final class PendingWrites(limitBytes: Long, limitKey: String, openLog: () => Bat
   private def refuseLog(): Unit = if (!logEnded) { endLog(); refused = true }
 
   private def recordChange(key: Array[Byte], change: Change): Unit = {
-    val previous = byKey.get(new ByteKey(key))
-    val before: Vector[Change] = previous match {
+    val before: Vector[Change] = lookup(key) match {
       case null                => Vector.empty
       case c: Changes          => c.list
       case t if t eq Tombstone => Vector(Change.Delete)
@@ -213,7 +259,7 @@ final class PendingWrites(limitBytes: Long, limitKey: String, openLog: () => Bat
       case _                                        => before :+ change
     }
     val entry = new Changes(after)
-    store(key, entry)
+    val previous = store(key, entry)
     refuseLog()
     account(key, previous, entry.valueBytes)
   }
@@ -238,10 +284,22 @@ object PendingWrites {
 
   private val Tombstone = new Array[Byte](0) // compared by reference: an empty value stays a value
 
-  private val EntryOrder: Comparator[java.util.Map.Entry[ByteKey, AnyRef]] =
-    (a, b) => Order.compare(a.getKey.bytes, b.getKey.bytes)
-
   private val EntryOverhead = 64 // skip-list node and array headers, roughly
+
+  /** Reads remembered per batch and store: 200,000 keys of ~50 bytes are ~25 MiB, held until the batch ends.
+    */
+  val MaxReads = 200000
+
+  /** A key the batch read and has not written, and whether it has a committed value. */
+  private final class Read(val exists: Boolean)
+  private val ReadPresent = new Read(true)
+  private val ReadAbsent = new Read(false)
+
+  /** Whether what [[find]] returned is a remembered read (not null, not a pending entry). */
+  def isRead(found: AnyRef): Boolean = found.isInstanceOf[Read]
+
+  /** For a remembered read ([[isRead]]): whether the key has a committed value. */
+  def readExists(read: AnyRef): Boolean = read.asInstanceOf[Read].exists
 
   private final class Changes(val list: Vector[Change]) {
     def valueBytes: Long = list.iterator.map {

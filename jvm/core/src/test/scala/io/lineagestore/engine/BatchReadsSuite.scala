@@ -5,8 +5,9 @@ import java.nio.file.Files
 
 import org.scalatest.funsuite.AnyFunSuite
 
-/** A write's existence check (key counts) reuses the batch's earlier read of its key ([[BatchReads]]), on a
-  * real RocksDB: streaming aggregation reads every group's state before it writes any.
+/** A write's existence check (key counts) reuses the batch's earlier read of its key, remembered in the
+  * batch's pending-writes map ([[PendingWrites.noteRead]]), on a real RocksDB: streaming aggregation reads
+  * every group's state before it writes any.
   */
 class BatchReadsSuite extends AnyFunSuite {
   private def k(i: Int): Array[Byte] = f"key-$i%04d".getBytes(UTF_8)
@@ -53,6 +54,69 @@ class BatchReadsSuite extends AnyFunSuite {
       db.put(k(3), v)
       db.commit()
       assert(db.exists(k(2)) && db.exists(k(3)) && !db.exists(k(1)))
+    }
+  }
+
+  test("a remembered read is not a change: not in the batch's size, entries, scans, log or what it applies") {
+    val logged = scala.collection.mutable.ArrayBuffer.empty[String]
+    val log = new BatchLog {
+      def put(key: Array[Byte], value: Array[Byte]): Unit = logged += new String(key, UTF_8)
+      def delete(key: Array[Byte]): Unit = logged += ("-" + new String(key, UTF_8))
+      def discard(): Unit = logged += "discarded"
+    }
+    val dir = Files.createTempDirectory("lineagestore-batch-reads").toFile
+    val db =
+      new LocalRocksDb(
+        dir,
+        RocksDbTuning(64L << 20, 16L << 20),
+        Long.MaxValue,
+        "maxPendingBytes",
+        openLog = () => log
+      )
+    try {
+      db.put(k(1), v)
+      db.put(k(2), v)
+      db.pending.takeLog()
+      db.commit()
+      logged.clear()
+      (0 until 4).foreach(i => db.get(k(i)))
+      assert(db.pending.isEmpty && db.pending.size == 0 && db.pending.sizeBytes == 0)
+      assert(db.pending.range(k(0), null).isEmpty)
+      db.put(k(0), v) // read before: still the key's first change, so the log takes it
+      db.delete(k(1))
+      assert(db.pending.size == 2 && !db.pending.logRefused)
+      assert(
+        db.pending.range(k(0), null).map(e => new String(e._1, UTF_8)).toList == List("key-0000", "key-0001")
+      )
+      val entries = scala.collection.mutable.ArrayBuffer.empty[String]
+      db.pending.foreachEntry((key, _) => entries += new String(key, UTF_8))
+      assert(entries.sorted == Seq("key-0000", "key-0001"))
+      assert(logged == Seq("key-0000", "-key-0001"))
+      assert(db.pending.takeLog() eq log)
+      db.commit()
+      assert(db.scan(k(0), null).map(e => new String(e._1, UTF_8)).toList == List("key-0000", "key-0002"))
+    } finally db.close()
+  }
+
+  test("a replayed change forgets the reads, keeping the batch's writes") {
+    withDb { db =>
+      db.put(k(1), v)
+      db.commit()
+      assert(db.get(k(1)) != null && db.get(k(2)) == null)
+      db.put(k(3), v)
+      db.applyCommitted { records => records.delete(k(1)); records.put(k(2), v) }
+      assert(!db.exists(k(1)) && db.exists(k(2)) && db.exists(k(3)))
+      assert(db.pending.size == 1)
+    }
+  }
+
+  test("at most MaxReads reads are remembered; later ones are looked up again") {
+    withDb { db =>
+      val n = PendingWrites.MaxReads + 10
+      (0 until n).foreach(i => db.get(f"r-$i%07d".getBytes(UTF_8)))
+      val before = db.committedLookups
+      assert(!db.exists(f"r-${n - 1}%07d".getBytes(UTF_8)) && !db.exists("r-0000000".getBytes(UTF_8)))
+      assert(db.committedLookups == before + 1)
     }
   }
 }
