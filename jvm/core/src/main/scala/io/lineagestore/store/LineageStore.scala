@@ -319,14 +319,12 @@ final class LineageStore(
     // The delta is durable: the commit stands. Writing it into RocksDB (a fifth of a commit at 100k keys)
     // then runs on an apply thread while the task goes on, reads looking through it (LocalRocksDb); so does
     // a freeze's checkpoint (flush + hard links: most of a freezing commit at 1M keys), which an upload
-    // waits for and the next commit's write follows.
+    // waits for and the next commit's write follows. (A flush one commit ahead of the freeze, made when the
+    // freeze ran on the task thread, is gone: off that thread it only added an SST per snapshot interval,
+    // a near-complete copy of the store where every key changes every batch, docs/benchmarks.md.)
     val checkpointed =
       if (freezing) Some(db.commitAndCheckpointInBackground(emptyFrozenDir(id)))
-      // the next commit freezes: flush once written, off the commit path, so that freeze waits for one
-      // batch's memtable
-      else if (sinceSnapshot + 1 >= settings.minDeltasForSnapshot) {
-        db.commitInBackground(() => db.flushInBackground()); None
-      } else { db.commitInBackground(); None }
+      else { db.commitInBackground(); None }
     crash.at(CrashPoints.CommitAfterLocalApply)
     local.set(committed)
     checkpointed.foreach(frozen(committed, _))
