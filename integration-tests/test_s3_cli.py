@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from lineagestore.checkpoint_jvm import AWS_SDK_S3_CLASS, HADOOP_AWS_VERSION, S3A_FILESYSTEM_CLASS
+from lineagestore.jvm_jars import AWS_SDK_S3_CLASS, HADOOP_AWS_VERSION, S3A_FILESYSTEM_CLASS
 from lineagestore.testing import oracle
 from lineagestore.testing.harness import PROVIDER_CLASSES, S3StreamHarness
 from lineagestore.testing.s3 import s3a_jars

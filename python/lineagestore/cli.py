@@ -10,7 +10,6 @@ import textwrap
 from typing import Any
 
 from lineagestore import __version__, cli_rescale
-from lineagestore.checkpoint_jvm import AWS_SDK_BUNDLE_VERSION, HADOOP_AWS_VERSION
 from lineagestore.cli_render import (
     render_adjunct_table,
     render_clone,
@@ -18,6 +17,7 @@ from lineagestore.cli_render import (
     render_inspect,
     render_verify,
 )
+from lineagestore.jvm_jars import AWS_SDK_BUNDLE_VERSION, HADOOP_AWS_VERSION
 
 EXIT_OK = 0
 
@@ -358,18 +358,16 @@ def main(argv: list[str] | None = None) -> int:
     progress = Progress(not args.no_progress and draws_on(sys.stderr))
     if args.command == "migrate":
         return cli_rescale.migrate_command(args, hadoop_conf, progress)
-    from lineagestore.checkpoint_jvm import (
+    from lineagestore.checkpoint_jvm import ToolError, ToolsUnavailable, connect
+    from lineagestore.checkpoint_plot import MissingDependency, require_matplotlib
+    from lineagestore.jvm_jars import (
         ENV_JARS,
         ENV_PACKAGES,
         ENV_REPOSITORIES,
-        ToolError,
-        ToolsUnavailable,
         check_packages,
-        connect,
         expand_jars,
         split_list,
     )
-    from lineagestore.checkpoint_plot import MissingDependency, require_matplotlib
 
     prog = f"lineagestore {args.command}"
     # the options are checked as a command line (exit 2), the environment variables as the environment (exit 4)

@@ -20,7 +20,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from lineagestore.checkpoint_jvm import AWS_SDK_BUNDLE_VERSION, HADOOP_AWS_VERSION
+from lineagestore.jvm_jars import AWS_SDK_BUNDLE_VERSION, HADOOP_AWS_VERSION
 
 # MinIO release, the Go module version the proxy resolves it to, and its commit. Keep in sync with
 # dev/s3server.sh (integration-tests/test_s3.py checks that they agree).
