@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -395,14 +394,6 @@ def test_bad_input_is_named_with_exit_code_3(base, capsys, tmp_path):
     assert rc == EXIT_BAD_CHECKPOINT and "commits/4 holds unreadable JSON" in err
 
 
-def test_usage_errors_exit_2(capsys):
-    for argv in (["gc", "x", "--retain", "0"], ["gc", "x", "--grace", "soon"], ["frobnicate"]):
-        with pytest.raises(SystemExit) as e:
-            main(argv)
-        assert e.value.code == 2
-    assert "must be at least 1" in capsys.readouterr().err
-
-
 def test_a_jvm_without_the_jar_is_refused_clearly():
     from lineagestore.checkpoint_jvm import JvmTools, ToolsUnavailable
 
@@ -412,41 +403,6 @@ def test_a_jvm_without_the_jar_is_refused_clearly():
 
     with pytest.raises(ToolsUnavailable, match="lineagestore.configure"):
         JvmTools(Package())
-
-
-def test_progress_line_and_durations(monkeypatch):
-    import io
-
-    monkeypatch.setenv("TERM", "xterm")  # a terminal rich draws on (TERM=dumb: no live display)
-
-    from lineagestore.checkpoint import Progress, parse_duration_ms
-
-    buf = io.StringIO()
-    p = Progress(True, buf)
-    p.start("verify", 4)
-    p.step("state/0/0")
-    p.note("a line above the bar")
-    p.finish()
-    drawn = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", buf.getvalue())  # rich's colours and cursor moves
-    assert re.search(r"verify .*1/4 +25% .*eta .*state/0/0", drawn), drawn
-    assert "a line above the bar\n" in drawn
-    quiet = io.StringIO()
-    p = Progress(False, quiet)
-    p.start("x", 1)
-    p.step("y")
-    p.note("z")
-    p.finish()
-    assert quiet.getvalue() == ""
-    assert [parse_duration_ms(t) for t in ("0s", "90", "30m", "6h", "2d", "250ms")] == [
-        0,
-        90_000,
-        1_800_000,
-        21_600_000,
-        172_800_000,
-        250,
-    ]
-    with pytest.raises(ValueError, match="not a duration"):
-        parse_duration_ms("soon")
 
 
 def test_console_script_runs_its_own_gateway_jvm(base):
@@ -473,29 +429,3 @@ def test_in_session_the_jars_options_are_refused_and_s3a_is_checked(base, capsys
     # this module's session has no s3a jars
     with pytest.raises(MissingFilesystem, match="spark.jars.packages=org.apache.hadoop:hadoop-aws:"):
         tools.require_filesystem("s3a://bucket/ckpt")
-
-
-def test_tables_are_plain_when_stdout_is_not_a_terminal_and_fit_a_terminal_otherwise(monkeypatch):
-    from lineagestore import cli_render
-
-    header, rows = (
-        ["store", "head", "files"],
-        [["state/0/0", "3_" + "a" * 60, "12"], ["state/0/1", "3_b", "4"]],
-    )
-    # pytest captures stdout: not a terminal, so the plain layout scripts read
-    assert cli_render._table(header, rows).splitlines()[1].split() == rows[0]
-
-    class Tty:
-        def isatty(self):
-            return True
-
-    monkeypatch.setattr(cli_render.sys, "stdout", Tty())
-    monkeypatch.delenv("CI", raising=False)
-    monkeypatch.setenv("TERM", "dumb")  # a terminal that cannot draw: plain, as in a log
-    assert cli_render._table(header, rows).splitlines()[1].split() == rows[0]
-    monkeypatch.setenv("TERM", "xterm")
-    monkeypatch.setattr(cli_render.shutil, "get_terminal_size", lambda: os.terminal_size((40, 20)))
-    drawn = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", cli_render._table(header, rows))
-    assert all(len(line) <= 40 for line in drawn.splitlines()), drawn
-    assert "state/0/0" in drawn and "aaaa" in drawn  # the long cell folds onto more lines, none is cut
-    assert drawn.count("a") >= 60
