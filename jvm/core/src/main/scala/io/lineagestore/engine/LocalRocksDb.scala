@@ -61,14 +61,14 @@ final class LocalRocksDb(
   RocksDB.loadLibrary()
 
   private val (cache, writeBufferManager) = SharedRocksDbMemory(tuning.memoryBytes)
-  // flushes RocksDB completed since the last freeze (counted on its flush threads) and the L0 compaction
-  // trigger chosen from them ([[CompactionTrigger]]); the trigger is read and set by whichever thread writes
-  // RocksDB, one at a time (see the class comment)
-  private val flushesSinceFreeze = new java.util.concurrent.atomic.AtomicInteger
+  // bytes RocksDB flushed since the last freeze (added on its flush threads) and the L0 compaction trigger
+  // chosen from them ([[CompactionTrigger]]); the trigger is read and set by whichever thread writes RocksDB,
+  // one at a time (see the class comment)
+  private val flushedSinceFreeze = new java.util.concurrent.atomic.AtomicLong
   private val flushCounter =
     new AbstractEventListener(AbstractEventListener.EnabledEventCallback.ON_FLUSH_COMPLETED) {
       override def onFlushCompleted(db: RocksDB, info: FlushJobInfo): Unit =
-        flushesSinceFreeze.incrementAndGet()
+        flushedSinceFreeze.addAndGet(new File(info.getFilePath).length())
     }
   private var l0Trigger = CompactionTrigger.Initial
   private val bloom = new BloomFilter(10)
@@ -109,7 +109,7 @@ final class LocalRocksDb(
     Files.createDirectories(dir.toPath)
     db = RocksDB.open(options, dir.getAbsolutePath)
     l0Trigger = CompactionTrigger.Initial
-    flushesSinceFreeze.set(0)
+    flushedSinceFreeze.set(0)
   }
 
   /** Closes RocksDB so the caller may replace the directory's files, then [[reopen]]. */
@@ -311,11 +311,14 @@ final class LocalRocksDb(
     val cp = Checkpoint.create(db)
     try cp.createCheckpoint(target.getAbsolutePath)
     finally cp.close()
-    adaptCompaction(flushesSinceFreeze.getAndSet(0))
+    adaptCompaction(flushedSinceFreeze.getAndSet(0))
   }
 
-  private def adaptCompaction(flushes: Int): Unit = {
-    val wanted = CompactionTrigger.forInterval(flushes, l0Trigger)
+  private def adaptCompaction(flushedBytes: Long): Unit = {
+    // RocksDB's estimate of the store's size: the largest set of SSTs whose key ranges do not overlap, so
+    // each key counted about once however many L0 copies hold it
+    val storeBytes = db.getLongProperty("rocksdb.estimate-live-data-size")
+    val wanted = CompactionTrigger.forInterval(flushedBytes, storeBytes, l0Trigger)
     if (wanted != l0Trigger) {
       db.setOptions(MutableColumnFamilyOptions.builder().setLevel0FileNumCompactionTrigger(wanted).build())
       l0Trigger = wanted
@@ -425,28 +428,30 @@ final class MergedIterator(
   override def close(): Unit = if (!closed) { closed = true; onClose() }
 }
 
-/** RocksDB's L0 compaction trigger for one store, chosen at each freeze from the flushes of the snapshot
-  * interval it ends. A compaction's rewritten SSTs are new files the next snapshot uploads, and so are the L0
-  * files a flush writes, unless a compaction merges them away first:
-  *   - where batches are small, the freeze's flush is about the only flush of an interval, and each
-  *     compaction rewrites the store's L1 to take in little: compacting at 8 L0 files instead of RocksDB's 4
-  *     halves those rewrites (the `default` preset's SST bytes per batch fell by a quarter,
-  *     docs/benchmarks.md);
-  *   - where a memtable fills within a few batches (a million rows per batch), an interval flushes several
-  *     times, each flush a near-complete copy of a store whose every key changed; compacting at 4 merges
-  *     those copies into one before the snapshot uploads them all (the `1m-1m-100b` cell's SST bytes per
-  *     batch fell from 43-48 to 35 MiB, below Spark's provider's 32 MiB + larger changelogs).
-  * Counting flushes, not their sizes: the interval's shape is what decides, and the count is exact. A margin
-  * keeps a store near the boundary from switching at every freeze.
+/** RocksDB's L0 compaction trigger for one store, chosen at each freeze from the bytes flushed in the
+  * snapshot interval it ends, against the store's size. A compaction's rewritten SSTs are new files the next
+  * snapshot uploads, and so are the L0 files a flush writes, unless a compaction merges them away first:
+  *   - where an interval's flushes add up to several copies of the store (a million rows per batch, every key
+  *     changed in every flush), compacting at 4 L0 files merges those copies before the snapshot uploads them
+  *     all (the `1m-1m-100b` cell's SST bytes per batch fell from 43-48 to 35-37 MiB, under Spark's
+  *     provider's 32 MiB plus its larger changelogs, docs/benchmarks.md);
+  *   - otherwise the interval's flushes hold mostly different keys (small batches, or batches of a tenth of
+  *     the keys), and each compaction rewrites the store to take in little: compacting at 8 instead of
+  *     RocksDB's 4 halves those rewrites (the `default` preset's SST bytes per batch fell by a quarter) and
+  *     the compaction threads' work (at 1 KiB values, 0.54 s per batch at 4 against 0.36 s at 8).
+  * A margin between the two keeps a store near the boundary from switching at every freeze.
   */
 object CompactionTrigger {
-  val FewFlushes = 8
-  val ManyFlushes = 4
-  val Initial: Int = FewFlushes
+  val FewCopies = 8
+  val ManyCopies = 4
+  val Initial: Int = FewCopies
 
-  /** The trigger after an interval of `flushes` flushes (the freeze's own included), given the `current`. */
-  def forInterval(flushes: Int, current: Int): Int =
-    if (flushes >= 4) ManyFlushes
-    else if (flushes <= 2) FewFlushes
+  /** The trigger after an interval that flushed `flushedBytes` into a store of `storeBytes`, given the
+    * `current`.
+    */
+  def forInterval(flushedBytes: Long, storeBytes: Long, current: Int): Int =
+    if (storeBytes <= 0) current
+    else if (flushedBytes >= 3 * storeBytes) ManyCopies
+    else if (flushedBytes * 2 <= 3 * storeBytes) FewCopies
     else current
 }
