@@ -1,16 +1,13 @@
 package io.lineagestore.spark
 
 import java.io.File
-import java.nio.file.Files
 
 import scala.collection.mutable
 import scala.util.Random
 
-import org.apache.spark.sql.{Dataset, SparkSession}
+import org.apache.spark.sql.Dataset
 import org.apache.spark.sql.execution.streaming.runtime.MemoryStream
-import org.apache.spark.sql.execution.streaming.state.StateStore
 import org.apache.spark.sql.streaming.{GroupState, GroupStateTimeout, OutputMode, StreamingQuery}
-import org.scalatest.BeforeAndAfterAll
 import org.scalatest.funsuite.AnyFunSuite
 
 /** The state functions and the sink, outside the suite so Spark's closures capture nothing else. */
@@ -60,45 +57,17 @@ object GroupStateFunctions {
   * checkpoint between batches (a new query run each time: new providers that load from the checkpoint files),
   * outputs compared with a plain Scala model of the same functions.
   */
-class FlatMapGroupsWithStateSuite extends AnyFunSuite with BeforeAndAfterAll {
+class FlatMapGroupsWithStateSuite extends AnyFunSuite with LocalSparkSession {
   import GroupStateFunctions._
 
-  private var tmp: File = _
-  private var spark: SparkSession = _
-
-  override def beforeAll(): Unit = {
-    super.beforeAll()
-    tmp = Files.createTempDirectory("lineagestore-fmgws").toFile
-    spark = SparkSession
-      .builder()
-      .master("local[2]")
-      .appName("lineagestore-fmgws")
-      .config("spark.ui.enabled", "false")
-      .config("spark.sql.shuffle.partitions", "2")
-      .config("spark.sql.streaming.stateStore.providerClass", classOf[LineageStateStoreProvider].getName)
-      .config("spark.sql.streaming.stateStore.checkpointFormatVersion", "2")
-      .config("spark.sql.streaming.stateStore.minDeltasForSnapshot", "2")
-      .config("spark.sql.streaming.minBatchesToRetain", "3")
-      .config("spark.sql.streaming.stateStore.maintenanceInterval", "200ms")
-      .config("spark.sql.streaming.stateStore.lineagestore.localDir", new File(tmp, "local").getAbsolutePath)
-      .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
-      .getOrCreate()
-  }
-
-  override def afterAll(): Unit = {
-    try {
-      StateStore.stop() // before the SparkContext: its maintenance thread needs SparkEnv
-      if (spark != null) spark.stop()
-    } finally {
-      deleteRecursively(tmp)
-      super.afterAll()
-    }
-  }
-
-  private def deleteRecursively(f: File): Unit = {
-    if (f.isDirectory) Option(f.listFiles()).getOrElse(Array.empty[File]).foreach(deleteRecursively)
-    f.delete()
-  }
+  protected val appName = "lineagestore-fmgws"
+  protected val sessionConf = Seq(
+    "spark.sql.streaming.stateStore.providerClass" -> classOf[LineageStateStoreProvider].getName,
+    "spark.sql.streaming.stateStore.minDeltasForSnapshot" -> "2",
+    "spark.sql.streaming.minBatchesToRetain" -> "3",
+    "spark.sql.streaming.stateStore.maintenanceInterval" -> "200ms",
+    "spark.sql.streaming.noDataMicroBatches.enabled" -> "false"
+  )
 
   /** Batches of (key, value) events; keys repeat within and across batches. */
   private def batches(seed: Int, n: Int): Seq[Seq[(String, Int)]] = {

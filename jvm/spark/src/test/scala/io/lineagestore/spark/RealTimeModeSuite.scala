@@ -1,18 +1,15 @@
 package io.lineagestore.spark
 
 import java.io.File
-import java.nio.file.Files
 import java.util.concurrent.ConcurrentLinkedQueue
 
 import scala.jdk.CollectionConverters._
 
 import org.apache.spark.SparkThrowable
-import org.apache.spark.sql.{ForeachWriter, Row, SparkSession}
+import org.apache.spark.sql.{ForeachWriter, Row}
 import org.apache.spark.sql.execution.streaming.sources.LowLatencyMemoryStream
-import org.apache.spark.sql.execution.streaming.state.StateStore
 import org.apache.spark.sql.functions.{count, lit, sum}
 import org.apache.spark.sql.streaming.Trigger
-import org.scalatest.BeforeAndAfterAll
 import org.scalatest.funsuite.AnyFunSuite
 
 /** Spark 4.3's real-time mode (`Trigger.RealTime`, issue 18) on lineagestore: what happens, recorded.
@@ -25,39 +22,15 @@ import org.scalatest.funsuite.AnyFunSuite
   * very same queries run in real-time mode on Spark's provider (so the query, source and sink are valid and
   * the provider is the one reason).
   */
-class RealTimeModeSuite extends AnyFunSuite with BeforeAndAfterAll {
-  private var tmp: File = _
-  private var spark: SparkSession = _
+class RealTimeModeSuite extends AnyFunSuite with LocalSparkSession {
   private val Builtin = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
   private val ProviderKey = "spark.sql.streaming.stateStore.providerClass"
 
-  override def beforeAll(): Unit = {
-    super.beforeAll()
-    tmp = Files.createTempDirectory("lineagestore-realtime").toFile
-    // real-time mode runs a batch's stages at once (pipelined shuffle): the source task and both shuffle
-    // partitions need a core each
-    spark = SparkSession
-      .builder()
-      .master("local[4]")
-      .appName("lineagestore-realtime")
-      .config("spark.ui.enabled", "false")
-      .config("spark.sql.shuffle.partitions", "2")
-      .config("spark.sql.streaming.stateStore.checkpointFormatVersion", "2")
-      .config("spark.sql.streaming.realTimeMode.minBatchDuration", "1000")
-      .config("spark.sql.streaming.stateStore.lineagestore.localDir", new File(tmp, "local").getAbsolutePath)
-      .getOrCreate()
-  }
-
-  override def afterAll(): Unit = {
-    try {
-      StateStore.stop()
-      if (spark != null) spark.stop()
-    } finally {
-      def rm(f: File): Unit = { Option(f.listFiles()).foreach(_.foreach(rm)); f.delete() }
-      rm(tmp)
-      super.afterAll()
-    }
-  }
+  protected val appName = "lineagestore-realtime"
+  // real-time mode runs a batch's stages at once (pipelined shuffle): the source task and both shuffle
+  // partitions need a core each
+  override protected val master = "local[4]"
+  protected val sessionConf = Seq("spark.sql.streaming.realTimeMode.minBatchDuration" -> "1000")
 
   private val Rows = Seq(("a", 1), ("b", 2), ("a", 3), ("b", 2), ("a", 1))
 

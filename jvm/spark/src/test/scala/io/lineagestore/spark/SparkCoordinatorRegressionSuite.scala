@@ -1,14 +1,12 @@
 package io.lineagestore.spark
 
 import java.io.File
-import java.nio.file.Files
 
-import org.apache.spark.sql.{Dataset, SparkSession}
+import org.apache.spark.sql.Dataset
 import org.apache.spark.sql.execution.streaming.runtime.MemoryStream
-import org.apache.spark.sql.execution.streaming.state.{StateStore, StateStoreId}
+import org.apache.spark.sql.execution.streaming.state.StateStoreId
 import org.apache.spark.sql.execution.streaming.state.lineagestore.CoordinatorProbe
 import org.apache.spark.sql.streaming.{GroupStateTimeout, OutputMode}
-import org.scalatest.BeforeAndAfterAll
 import org.scalatest.concurrent.Eventually._
 import org.scalatest.funsuite.AnyFunSuite
 import org.scalatest.time.SpanSugar._
@@ -16,40 +14,13 @@ import org.scalatest.time.SpanSugar._
 /** What Spark's driver expects to hear from a provider: snapshot uploads reach the coordinator (a regression
   * test; the provider once never reported them).
   */
-class SparkCoordinatorRegressionSuite extends AnyFunSuite with BeforeAndAfterAll {
-  private var tmp: File = _
-  private var spark: SparkSession = _
-
-  override def beforeAll(): Unit = {
-    super.beforeAll()
-    tmp = Files.createTempDirectory("lineagestore-coordinator").toFile
-    spark = SparkSession
-      .builder()
-      .master("local[2]")
-      .appName("lineagestore-coordinator")
-      .config("spark.ui.enabled", "false")
-      .config("spark.sql.shuffle.partitions", "2")
-      .config("spark.sql.streaming.stateStore.providerClass", classOf[LineageStateStoreProvider].getName)
-      .config("spark.sql.streaming.stateStore.checkpointFormatVersion", "2")
-      .config("spark.sql.streaming.stateStore.minDeltasForSnapshot", "2")
-      .config("spark.sql.streaming.stateStore.maintenanceInterval", "100ms")
-      .config("spark.sql.streaming.stateStore.lineagestore.localDir", new File(tmp, "local").getAbsolutePath)
-      .getOrCreate()
-  }
-
-  override def afterAll(): Unit = {
-    try {
-      StateStore.stop()
-      if (spark != null) spark.stop()
-    } finally {
-      def rm(f: File): Unit = {
-        if (f.isDirectory) Option(f.listFiles()).getOrElse(Array.empty[File]).foreach(rm)
-        f.delete()
-      }
-      rm(tmp)
-      super.afterAll()
-    }
-  }
+class SparkCoordinatorRegressionSuite extends AnyFunSuite with LocalSparkSession {
+  protected val appName = "lineagestore-coordinator"
+  protected val sessionConf = Seq(
+    "spark.sql.streaming.stateStore.providerClass" -> classOf[LineageStateStoreProvider].getName,
+    "spark.sql.streaming.stateStore.minDeltasForSnapshot" -> "2",
+    "spark.sql.streaming.stateStore.maintenanceInterval" -> "100ms"
+  )
 
   /** A flatMapGroupsWithState query on 2 partitions at `cp`, after three batches of new keys. */
   private def runThreeBatches(cp: String) = {

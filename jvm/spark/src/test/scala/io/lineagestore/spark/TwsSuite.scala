@@ -1,18 +1,15 @@
 package io.lineagestore.spark
 
 import java.io.File
-import java.nio.file.Files
 import java.sql.Timestamp
 
 import scala.collection.mutable
 
-import org.apache.spark.sql.{Dataset, Encoders, SparkSession}
+import org.apache.spark.sql.{Dataset, Encoders}
 import org.apache.spark.sql.execution.streaming.runtime.{MemoryStream, StreamingQueryWrapper}
-import org.apache.spark.sql.execution.streaming.state.StateStore
 import org.apache.spark.sql.execution.streaming.state.lineagestore.{LineageTransformWithStateExec, LineageTws}
 import org.apache.spark.sql.functions.col
 import org.apache.spark.sql.streaming._
-import org.scalatest.BeforeAndAfterAll
 import org.scalatest.funsuite.AnyFunSuite
 
 /** Per key: ValueState count, ListState of values, MapState parity -> n, and one event-time timer at (max
@@ -88,37 +85,14 @@ object TwsSink {
   * lineagestore and on Spark's own RocksDB provider in one session, restarted between batches, must give the
   * same output batch by batch; plus the session-start shape check.
   */
-class TwsSuite extends AnyFunSuite with BeforeAndAfterAll {
-  private var tmp: File = _
-  private var spark: SparkSession = _
+class TwsSuite extends AnyFunSuite with LocalSparkSession {
   private val Builtin = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
-  override def beforeAll(): Unit = {
-    super.beforeAll()
-    tmp = Files.createTempDirectory("lineagestore-tws").toFile
-    spark = SparkSession
-      .builder()
-      .master("local[2]")
-      .appName("lineagestore-tws")
-      .config("spark.ui.enabled", "false")
-      .config("spark.sql.extensions", classOf[LineageSessionExtensions].getName)
-      .config("spark.sql.shuffle.partitions", "2")
-      .config("spark.sql.streaming.stateStore.checkpointFormatVersion", "2")
-      .config("spark.sql.streaming.stateStore.minDeltasForSnapshot", "2")
-      .config("spark.sql.streaming.stateStore.lineagestore.localDir", new File(tmp, "local").getAbsolutePath)
-      .getOrCreate()
-  }
-
-  override def afterAll(): Unit = {
-    try {
-      StateStore.stop()
-      if (spark != null) spark.stop()
-    } finally {
-      def rm(f: File): Unit = { Option(f.listFiles()).foreach(_.foreach(rm)); f.delete() }
-      rm(tmp)
-      super.afterAll()
-    }
-  }
+  protected val appName = "lineagestore-tws"
+  protected val sessionConf = Seq(
+    "spark.sql.extensions" -> classOf[LineageSessionExtensions].getName,
+    "spark.sql.streaming.stateStore.minDeltasForSnapshot" -> "2"
+  )
 
   test("the shape check passes on the Spark it was built for and names both versions on a mismatch") {
     TwsShape.checkRunningSpark()
