@@ -61,15 +61,11 @@ final class LocalRocksDb(
   RocksDB.loadLibrary()
 
   private val (cache, writeBufferManager) = SharedRocksDbMemory(tuning.memoryBytes)
-  // bytes RocksDB flushed since the last freeze (added on its flush threads) and the L0 compaction trigger
-  // chosen from them ([[CompactionTrigger]]); the trigger is read and set by whichever thread writes RocksDB,
-  // one at a time (see the class comment)
-  private val flushedSinceFreeze = new java.util.concurrent.atomic.AtomicLong
-  private val flushCounter =
-    new AbstractEventListener(AbstractEventListener.EnabledEventCallback.ON_FLUSH_COMPLETED) {
-      override def onFlushCompleted(db: RocksDB, info: FlushJobInfo): Unit =
-        flushedSinceFreeze.addAndGet(new File(info.getFilePath).length())
-    }
+  // RocksDB's counters (tickers only: no histograms or timers), read for the bytes flushed since the last
+  // freeze; and the L0 compaction trigger chosen from them ([[CompactionTrigger]]), read and set by whichever
+  // thread writes RocksDB, one at a time (see the class comment). Counters, not an event listener: a
+  // listener's JNI callback from a flush thread aborts the process when it races the JVM's exit.
+  private val statistics = new Statistics(java.util.EnumSet.allOf(classOf[HistogramType]))
   private var l0Trigger = CompactionTrigger.Initial
   private val bloom = new BloomFilter(10)
   private val tableConfig =
@@ -81,7 +77,7 @@ final class LocalRocksDb(
     .setTableFormatConfig(tableConfig)
     .setMaxOpenFiles(256)
     .setLevel0FileNumCompactionTrigger(CompactionTrigger.Initial)
-    .setListeners(java.util.List.of(flushCounter))
+    .setStatistics(statistics)
   private val writeOptions = new WriteOptions().setDisableWAL(true)
   private val readOptions = new ReadOptions()
   private var db: RocksDB = _
@@ -109,7 +105,7 @@ final class LocalRocksDb(
     Files.createDirectories(dir.toPath)
     db = RocksDB.open(options, dir.getAbsolutePath)
     l0Trigger = CompactionTrigger.Initial
-    flushedSinceFreeze.set(0)
+    statistics.getAndResetTickerCount(TickerType.FLUSH_WRITE_BYTES)
   }
 
   /** Closes RocksDB so the caller may replace the directory's files, then [[reopen]]. */
@@ -311,7 +307,7 @@ final class LocalRocksDb(
     val cp = Checkpoint.create(db)
     try cp.createCheckpoint(target.getAbsolutePath)
     finally cp.close()
-    adaptCompaction(flushedSinceFreeze.getAndSet(0))
+    adaptCompaction(statistics.getAndResetTickerCount(TickerType.FLUSH_WRITE_BYTES))
   }
 
   private def adaptCompaction(flushedBytes: Long): Unit = {
@@ -362,7 +358,7 @@ final class LocalRocksDb(
 
   override def close(): Unit = {
     closeForReplace()
-    writeOptions.close(); readOptions.close(); options.close(); bloom.close(); flushCounter.close()
+    writeOptions.close(); readOptions.close(); options.close(); bloom.close(); statistics.close()
   }
 }
 
