@@ -73,12 +73,12 @@ object ListMerge {
   * ([[noteRead]], [[find]]): a write's existence check (key counts) then needs no lookup of its own. Spark's
   * streaming aggregation reads every group's state (StateStoreRestoreExec) before it writes any
   * (StateStoreSaveExec, after a hash aggregation), so the memory must span the batch; keeping it in the entry
-  * the write then replaces holds one map node per key where a map of reads beside the writes held two, all
-  * live through the batch's young collections (GC at a million rows per batch, docs/benchmarks.md). A read's
-  * answer is committed existence, which nothing changes within a batch; whatever changes the committed state
-  * forgets it ([[forgetReads]], or the batch ends). At most [[MaxReads]] reads are remembered (later ones are
-  * not, and their writes look up). Reads are invisible to every other method: not entries, not counted in
-  * [[size]] or [[sizeBytes]], not in the delta or the batch applied.
+  * the write then replaces holds one slot per key where a map of reads beside the writes held two entries,
+  * all live through the batch's young collections (GC at a million rows per batch, docs/benchmarks.md). A
+  * read's answer is committed existence, which nothing changes within a batch; whatever changes the committed
+  * state forgets it ([[forgetReads]], or the batch ends). At most [[MaxReads]] reads are remembered (later
+  * ones are not, and their writes look up). Reads are invisible to every other method: not entries, not
+  * counted in [[size]] or [[sizeBytes]], not in the delta or the batch applied.
   */
 final class PendingWrites(limitBytes: Long, limitKey: String, openLog: () => BatchLog = BatchLog.None) {
   import PendingWrites._
