@@ -134,6 +134,16 @@ SPECS: tuple[OptionSpec, ...] = (
         allowed="a byte count (an integer, optionally with a k, m or g suffix: powers of 1024) of at least 65536",
         choices=(),
     ),
+    OptionSpec(
+        field="sst_compression",
+        name="sstCompression",
+        kind="choice",
+        default="lz4",
+        min=None,
+        max=None,
+        allowed="one of lz4, snappy, zstd, none",
+        choices=("lz4", "snappy", "zstd", "none"),
+    ),
 )
 
 
@@ -231,6 +241,14 @@ class LineageOptions:
     compactions the next snapshot uploads (docs/benchmarks.md, the scale run). Accepts k/m/g suffixes. Key
     ``spark.sql.streaming.stateStore.lineagestore.writeBufferBytes``; a byte count (an integer, optionally
     with a k, m or g suffix: powers of 1024) of at least 65536; default ``67108864``.
+    """
+
+    sst_compression: str = "lz4"
+    """Block compression of the RocksDB SST files (flushes, compactions, so snapshots): lz4 (as Spark's RocksDB
+    provider), snappy (RocksDB's default), zstd (smaller files for compressible values, more CPU per flush and
+    compaction) or none. Files written under another choice stay readable; a change applies to the files
+    written after it. Key ``spark.sql.streaming.stateStore.lineagestore.sstCompression``; one of lz4, snappy,
+    zstd, none; default ``lz4``.
     """
 
     def __post_init__(self) -> None:

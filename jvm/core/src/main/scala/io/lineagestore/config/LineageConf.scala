@@ -229,6 +229,15 @@ object LineageConf {
       "compactions the next snapshot uploads (docs/benchmarks.md, the scale run). Accepts k/m/g suffixes.",
     min = 1L << 16
   )
+  val SstCompression: ConfEntry[String] = ConfEntry[String](
+    "sstCompression",
+    io.lineagestore.engine.SstCompression.Default,
+    "Block compression of the RocksDB SST files (flushes, compactions, so snapshots): lz4 (as Spark's RocksDB " +
+      "provider), snappy (RocksDB's default), zstd (smaller files for compressible values, more CPU per " +
+      "flush and compaction) or none. Files written under another choice stay readable; a change applies to " +
+      "the files written after it.",
+    ConfKind.Choice(io.lineagestore.engine.SstCompression.names)
+  )
 
   val All: Seq[ConfEntry[_]] = Seq(
     MaxSnapshotLagDeltas,
@@ -242,7 +251,8 @@ object LineageConf {
     OrphanGracePeriodMs,
     OrphanSweepEveryCleanups,
     MemoryBytes,
-    WriteBufferBytes
+    WriteBufferBytes,
+    SstCompression
   )
 
   /** Checks every lineagestore key in `confs`; fails on the first bad value or on an unknown key. */

@@ -8,12 +8,16 @@ import scala.jdk.CollectionConverters._
 
 import org.rocksdb._
 
-/** Tuning for the local RocksDB instances (values from `LineageConf`: `memoryBytes`, `writeBufferBytes`).
-  * `memoryBytes` bounds the block cache AND the memtables of all stores of one executor together (one shared
-  * cache, memtables charged to it), so the memory RocksDB takes does not grow with the number of partitions
-  * an executor holds.
+/** Tuning for the local RocksDB instances (values from `LineageConf`: `memoryBytes`, `writeBufferBytes`,
+  * `sstCompression`, a name of [[SstCompression.names]]). `memoryBytes` bounds the block cache AND the
+  * memtables of all stores of one executor together (one shared cache, memtables charged to it), so the
+  * memory RocksDB takes does not grow with the number of partitions an executor holds.
   */
-final case class RocksDbTuning(memoryBytes: Long, writeBufferBytes: Long)
+final case class RocksDbTuning(
+    memoryBytes: Long,
+    writeBufferBytes: Long,
+    sstCompression: String = SstCompression.Default
+)
 
 /** The executor-wide RocksDB memory: one LRU cache and a write-buffer manager charging memtables to it. */
 object SharedRocksDbMemory {
@@ -74,6 +78,7 @@ final class LocalRocksDb(
     .setCreateIfMissing(true)
     .setWriteBufferSize(tuning.writeBufferBytes)
     .setWriteBufferManager(writeBufferManager)
+    .setCompressionType(LocalRocksDb.compressionType(tuning.sstCompression))
     .setTableFormatConfig(tableConfig)
     .setMaxOpenFiles(256)
     .setLevel0FileNumCompactionTrigger(CompactionTrigger.Initial)
@@ -340,6 +345,10 @@ final class LocalRocksDb(
   def liveSstSizes: Map[String, Long] =
     db.getLiveFilesMetaData.asScala.map(m => m.fileName().stripPrefix("/") -> m.size()).toMap
 
+  /** Each live SST file's table properties (its compression, entries, sizes), by file name (tests). */
+  private[lineagestore] def sstTableProperties: Map[String, TableProperties] =
+    db.getPropertiesOfAllTables.asScala.map { case (f, p) => new File(f).getName -> p }.toMap
+
   /** Names of the files of the live database (for metrics and tests). */
   def liveFileNames: Seq[String] = db.getLiveFilesMetaData.asScala.map(_.fileName().stripPrefix("/")).toSeq
 
@@ -422,6 +431,21 @@ final class MergedIterator(
     r
   }
   override def close(): Unit = if (!closed) { closed = true; onClose() }
+}
+
+object LocalRocksDb {
+
+  /** RocksDB's type for a name of [[SstCompression.names]] (the configuration checked it). */
+  def compressionType(name: String): CompressionType = name match {
+    case SstCompression.Lz4           => CompressionType.LZ4_COMPRESSION
+    case SstCompression.Snappy        => CompressionType.SNAPPY_COMPRESSION
+    case SstCompression.Zstd          => CompressionType.ZSTD_COMPRESSION
+    case SstCompression.NoCompression => CompressionType.NO_COMPRESSION
+    case other                        =>
+      throw new IllegalArgumentException(
+        s"unknown SST compression '$other': one of ${SstCompression.names.mkString(", ")}"
+      )
+  }
 }
 
 /** RocksDB's L0 compaction trigger for one store, chosen at each freeze from the bytes flushed in the

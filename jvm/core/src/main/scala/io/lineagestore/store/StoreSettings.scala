@@ -46,7 +46,11 @@ object StoreSettings {
     maxPendingBytes = LineageConf.MaxPendingBytes.from(confs),
     orphanGracePeriodMs = LineageConf.OrphanGracePeriodMs.from(confs),
     orphanSweepEveryCleanups = LineageConf.OrphanSweepEveryCleanups.from(confs),
-    tuning = RocksDbTuning(LineageConf.MemoryBytes.from(confs), LineageConf.WriteBufferBytes.from(confs)),
+    tuning = RocksDbTuning(
+      LineageConf.MemoryBytes.from(confs),
+      LineageConf.WriteBufferBytes.from(confs),
+      LineageConf.SstCompression.from(confs)
+    ),
     deltaCodec = DeltaCodec.byName(LineageConf.DeltaCompression.from(confs)).getOrElse(DeltaCodec.Default)
   )
 
