@@ -115,9 +115,18 @@ def collect(root: Path) -> list[dict[str, Any]]:
                     "ratios": {p: provs[p]["ratios"] for p in provs},
                     "loadavg": summary["meta"]["machine"].get("loadavg_start"),
                     "started": summary["meta"]["started"],
+                    "ran": ran_on(summary["meta"]),
                 }
             )
     return rows
+
+
+def ran_on(meta: dict[str, Any]) -> str:
+    """When, on which build and CPU, and how many batches: a grid's rows may come from different runs."""
+    versions = meta.get("versions", {})
+    build = (versions.get("git_head") or "?")[:7] + ("+" if versions.get("jvm_sources_dirty") else "")
+    cpu = meta.get("machine", {}).get("cpu", "?").replace("(R)", "").replace(" Processor", "")
+    return f"{meta.get('started', '?')[:10]}, {build}, {cpu}, {meta.get('settings', {}).get('batches', '?')} batches"
 
 
 def markdown(rows: list[dict[str, Any]], store: str) -> str:
@@ -129,15 +138,15 @@ def markdown(rows: list[dict[str, Any]], store: str) -> str:
         "(its own directory has every figure, the CPU by thread group and the plots). Ratios are lineagestore "
         "over Spark's RocksDB provider (V2, changelog checkpointing) in the same run; lower is better.",
         "",
-        "| size | mode | " + " | ".join(labels) + " |",
-        "|---|---|" + "---|" * len(labels),
+        "| size | mode | " + " | ".join(labels) + " | ran (date, build, CPU, batches) |",
+        "|---|---|" + "---|" * (len(labels) + 1),
     ]
     for r in rows:
         cells = []
         for t in r["targets"]:
             met = {True: "", False: " **missed**", None: ""}[t.get("met")]
             cells.append(fmt_ratio(t.get("ratio")) + met)
-        lines.append(f"| {r['size']} | {r['mode']} | " + " | ".join(cells) + " |")
+        lines.append(f"| {r['size']} | {r['mode']} | " + " | ".join(cells) + f" | {r['ran']} |")
     lines += ["", "Figures (lineagestore / Spark's provider):", ""]
     lines += ["| size | mode | " + " | ".join(FIGURES[k][0] for k in SHOWN) + " |"]
     lines += ["|---|---|" + "---|" * len(SHOWN)]
