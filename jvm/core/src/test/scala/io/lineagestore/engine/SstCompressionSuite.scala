@@ -3,8 +3,6 @@ package io.lineagestore.engine
 import java.nio.charset.StandardCharsets.UTF_8
 import java.nio.file.Files
 
-import scala.jdk.CollectionConverters._
-
 import org.scalatest.funsuite.AnyFunSuite
 
 import io.lineagestore.config.{InvalidConfigException, LineageConf}
