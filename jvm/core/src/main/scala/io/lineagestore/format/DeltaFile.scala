@@ -176,21 +176,16 @@ object DeltaFile {
       stored.finish()
     }
 
-    /** Closes the underlying stream without finishing the file (used on failure). */
-    def abandon(): Unit = if (!closed) { closed = true; out.close() }
+    /** Closes the underlying stream without finishing the file (used on failure), releasing the codec. */
+    def abandon(): Unit = if (!closed) {
+      closed = true
+      try compressed.close()
+      catch {
+        case scala.util.control.NonFatal(_) => ()
+      } // the file is given up: only the codec's memory matters
+      out.close()
+    }
 
-  }
-
-  /** Writes a delta whose records were encoded while its batch ran: `body`, sealed by this call, after the
-    * header that only the commit knows (checkpoint id, lineage). The same bytes [[Writer]] writes for the
-    * same records. Returns the record count.
-    */
-  def writeWithBody(out: OutputStream, header: DeltaHeader, body: DeltaBody): Long = {
-    val stored = new StoredBytes(out)
-    stored.head(header, body.codec, merges = false)
-    val count = body.sealInto(stored.checked)
-    stored.finish()
-    count
   }
 
   /** A delta file's bytes as stored, with the running file checksum: the head (magic, header, lineage base,

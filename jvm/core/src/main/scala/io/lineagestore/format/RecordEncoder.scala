@@ -5,8 +5,7 @@ import java.io.OutputStream
 /** Encodes a delta's records, big-endian as [[DeltaFile]]'s layout says, into one reused buffer and hands the
   * codec's stream whole chunks: a `DataOutputStream` over a `BufferedOutputStream` made a synchronized call
   * per byte of every length and type (six per record), a tenth of a commit's time at a hundred thousand
-  * records (docs/benchmarks.md, the scale profile). The one encoder of records, for a delta written at once
-  * ([[DeltaFile.Writer]]) and one encoded while its batch runs ([[DeltaBody]]). Not thread-safe.
+  * records (docs/benchmarks.md, the scale profile). [[DeltaFile.Writer]]'s encoder. Not thread-safe.
   */
 private[format] final class RecordEncoder(out: OutputStream, bufferBytes: Int = 1 << 16) {
   private val buf = new Array[Byte](bufferBytes)

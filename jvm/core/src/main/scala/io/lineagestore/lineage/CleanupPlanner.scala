@@ -3,6 +3,12 @@ package io.lineagestore.lineage
 /** A shared blob as a listing of the shared area shows it. */
 final case class SharedBlob(name: String, size: Long, modifiedMs: Long)
 
+/** A temporary file of an unfinished write in the store's directory (io.lineagestore.storage.TemporaryBlobs),
+  * as listed: left by a writer that died (a batch's delta written while it ran, an upload's zip), or still
+  * being written. `target`: the checkpoint file it was for, when its name says.
+  */
+final case class TemporaryFile(name: String, size: Long, modifiedMs: Long, target: Option[CheckpointFile])
+
 /** Why clean-up deletes a shared blob. */
 sealed trait BlobVerdict
 object BlobVerdict {
@@ -42,6 +48,8 @@ object CleanupRefusal {
   * @param mayDeleteBlobs
   *   false while a snapshot upload of this store is in flight in this process: its new blobs are referenced
   *   by no zip yet. Expired snapshots then stay too (their indexes say which blobs they leave unreferenced).
+  * @param temporaries
+  *   the temporaries of unfinished writes in the store's directory, when it was listed (with `sharedListing`)
   * @param retired
   *   the store's partition no longer exists and no batch Spark retains names it ([[CleanupPlanner.retired]]):
   *   nothing of its committed lineage is retained
@@ -55,7 +63,8 @@ final case class CleanupInput(
     mayDeleteBlobs: Boolean,
     nowMs: Long,
     graceMs: Long,
-    retired: Boolean = false
+    retired: Boolean = false,
+    temporaries: Option[Seq[TemporaryFile]] = None
 )
 
 /** The deletions of one clean-up, in the order they must run (see [[CleanupPlanner]]). `blobsDecided` is
@@ -69,9 +78,10 @@ final case class CleanupDecision(
     deltas: Seq[CheckpointFile],
     youngOrphans: Seq[SharedBlob],
     blobsDecided: Boolean,
-    warnings: Seq[String]
+    warnings: Seq[String],
+    temporaries: Seq[TemporaryFile] = Nil
 ) {
-  def isEmpty: Boolean = zips.isEmpty && blobs.isEmpty && deltas.isEmpty
+  def isEmpty: Boolean = zips.isEmpty && blobs.isEmpty && deltas.isEmpty && temporaries.isEmpty
 }
 
 /** The one clean-up decision, used by the provider's maintenance and by `lineagestore gc`; pure (it reads
@@ -80,7 +90,10 @@ final case class CleanupDecision(
   *   1. shared blobs that only those snapshots referenced, and, when the shared area was listed, blobs no
   *      remaining snapshot references that are older than the grace period (a younger one may belong to an
   *      upload in flight in another process);
-  *   1. deltas the retention window no longer needs.
+  *   1. deltas the retention window no longer needs;
+  *   1. temporaries of unfinished writes older than the grace period, with the same listing and under the
+  *      same condition as orphans (no upload of this store in flight), except a delta's of a version above
+  *      the committed head: a batch may still be writing it, however long it runs.
   * Zips go first: a crash part-way then leaves at most unreferenced blobs, which a later listing finds. A
   * retained snapshot whose index cannot be read may reference any blob: no blob is deleted then (zips and
   * deltas still are).
@@ -173,6 +186,23 @@ object CleanupPlanner {
           old.sortBy(_.name).map(b => b.name -> BlobVerdict.Orphan(math.max(0L, input.nowMs - b.modifiedMs)))
         (ofDropped ++ expired, recent.sortBy(_.name))
       }
-    CleanupDecision(None, Some(plan), zips, blobs, deltas, young, blobsDecided, warnings.result())
+    val temporaries =
+      if (!input.mayDeleteBlobs) Nil
+      else
+        input.temporaries.getOrElse(Nil).filter { t =>
+          t.modifiedMs < input.nowMs - input.graceMs &&
+          !t.target.exists(f => f.kind == CheckpointId.Delta && f.id.version > head.version)
+        }
+    CleanupDecision(
+      None,
+      Some(plan),
+      zips,
+      blobs,
+      deltas,
+      young,
+      blobsDecided,
+      warnings.result(),
+      temporaries.sortBy(_.name)
+    )
   }
 }

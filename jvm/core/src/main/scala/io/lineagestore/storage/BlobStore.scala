@@ -16,8 +16,10 @@ class BlobNotFoundException(val location: String) extends FileNotFoundException(
   *
   * Contract every implementation keeps:
   *   - `write` is atomic: a reader sees either no blob or the complete blob, never a prefix. If `body`
-  *     throws, no blob appears under `name` (a temporary may be left for the sweeper, never under a
-  *     checkpoint name).
+  *     throws, no blob appears under `name` (a temporary may be left for the sweeper, named as
+  *     [[TemporaryBlobs]] says, never under a checkpoint name).
+  *   - [[create]] is the same write held open: bytes go out as they are written, the blob appears only at
+  *     [[BlobWrite.complete]], and an abort or the writer's death leaves no blob under the name.
   *   - read-after-write: once `write` returns, `open`, `exists` and `list` from any client see the blob.
   *   - blobs are immutable: lineagestore never writes the same name twice with different content, so
   *     implementations need no overwrite semantics; writing an existing name fails or is a no-op.
@@ -33,6 +35,12 @@ trait BlobStore {
 
   /** Atomically creates `name` with what `body` writes. */
   def write(name: String)(body: OutputStream => Unit): Unit
+
+  /** Starts writing `name`, to be completed (or aborted) later by the same thread: a blob written while
+    * something else runs, such as a batch's delta while the batch runs. The default holds the bytes in memory
+    * and writes them with [[write]] at completion; stores that can send bytes ahead override it.
+    */
+  def create(name: String): BlobWrite = new BufferedBlobWrite(this, name)
 
   /** Opens a blob for reading; throws [[BlobNotFoundException]] if it does not exist. */
   def open(name: String): InputStream
@@ -52,6 +60,41 @@ trait BlobStore {
     * one stream, in order.
     */
   def openRanges(name: String, size: Long): RangeReader = new SequentialRangeReader(open(name))
+}
+
+/** A blob in the making ([[BlobStore.create]]). Bytes written to [[out]] may reach the store at once, but
+  * nothing is visible under the name until [[complete]] returns; [[abort]] (or the writer's death) leaves no
+  * blob under the name (a store may leave a temporary, see [[TemporaryBlobs]]). Closing [[out]] neither
+  * completes nor aborts. Used by one thread; after `complete` or `abort` it is done, and `abort` after
+  * `complete` does nothing.
+  */
+trait BlobWrite {
+  def out: OutputStream
+
+  /** Publishes the blob: once this returns, the contract of [[BlobStore.write]] holds for it. */
+  def complete(): Unit
+
+  /** Gives the blob up; never throws (a failure to clean up leaves a temporary for the sweeper). */
+  def abort(): Unit
+}
+
+/** [[BlobStore.create]] for stores that can only write a blob whole: the bytes wait in memory. */
+private final class BufferedBlobWrite(store: BlobStore, name: String) extends BlobWrite {
+  private val buffer = new java.io.ByteArrayOutputStream()
+  private var done = false
+  override val out: OutputStream = new java.io.FilterOutputStream(buffer) {
+    override def write(b: Array[Byte], off: Int, len: Int): Unit = {
+      if (done) throw new IllegalStateException(s"$name is no longer being written")
+      buffer.write(b, off, len)
+    }
+    override def close(): Unit = ()
+  }
+  override def complete(): Unit = {
+    if (done) throw new IllegalStateException(s"$name is no longer being written")
+    done = true
+    store.write(name)(o => buffer.writeTo(o))
+  }
+  override def abort(): Unit = done = true
 }
 
 /** Reads of one blob by byte range. Ranges are asked for in increasing, non-overlapping order; each future

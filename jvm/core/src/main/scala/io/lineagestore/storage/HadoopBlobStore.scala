@@ -11,18 +11,18 @@ import java.io.{
 }
 import java.nio.ByteBuffer
 import java.nio.file.FileAlreadyExistsException
-import java.util.UUID
 import java.util.concurrent.{CompletableFuture, CompletionException}
 
 import org.apache.hadoop.conf.Configuration
-import org.apache.hadoop.fs.{Abortable, FileRange, FileSystem, Path, StreamCapabilities}
+import org.apache.hadoop.fs.{Abortable, FSDataOutputStream, FileRange, FileSystem, Path, StreamCapabilities}
 import org.apache.hadoop.util.functional.FutureIO
 
 /** [[BlobStore]] over any Hadoop FileSystem (file://, hdfs://, s3a://, abfs://, gs://).
   *
   * Atomic writes: object stores (s3a, gs) make an object visible only when its stream closes, so blobs are
   * written in place. On filesystems with visible partial files (file, hdfs, abfs) a blob is written under a
-  * temporary name `.<name>.<uuid>.tmp` and renamed, which those filesystems do atomically.
+  * temporary name (`.<name>.<uuid>.tmp`, [[TemporaryBlobs]]) and renamed, which those filesystems do
+  * atomically.
   *
   * Requests: nothing but [[list]] lists, and only the orphan sweep and the tools call it. On s3a an existence
   * check is one HEAD, and a write is only its PUT (or multipart upload): names are never reused, so the
@@ -62,39 +62,64 @@ class HadoopBlobStore(val root: Path, hadoopConf: Configuration) extends BlobSto
 
   override def locate(name: String): String = path(name).toString
 
-  override def write(name: String)(body: OutputStream => Unit): Unit =
-    try io("write", name)(writeUnwrapped(name, body))
-    catch { case b: BodyFailed => throw b.getCause }
+  override def write(name: String)(body: OutputStream => Unit): Unit = {
+    val blob = create(name)
+    try body(blob.out)
+    catch { case t: Throwable => blob.abort(); throw t } // the writer's own failure, as it is
+    blob.complete()
+  }
 
-  private def writeUnwrapped(name: String, body: OutputStream => Unit): Unit = {
+  /** Object stores write in place (the multipart upload sends each full block while the writer goes on, and
+    * only completing it publishes the object); other filesystems write a temporary and rename it.
+    */
+  override def create(name: String): BlobWrite = io("write", name) {
     val target = path(name)
     val dest =
-      if (writesInPlace) target
-      else new Path(target.getParent, s".${target.getName}.${UUID.randomUUID()}.tmp")
-    val out =
+      if (writesInPlace) target else new Path(target.getParent, TemporaryBlobs.nameFor(target.getName))
+    val stream =
       if (writesInPlace) fs.createFile(dest).overwrite(false).opt("fs.s3a.create.performance", true).build()
       else fs.create(dest, false)
-    try body(new StoreOutputStream(out, name))
-    catch {
-      case t: Throwable =>
-        // In place (s3a), close() would publish the partial object under its final name: abort instead.
-        try
-          out match {
-            case a: Abortable if writesInPlace && out.hasCapability(StreamCapabilities.ABORTABLE_STREAM) =>
-              a.abort()
-            case _ => out.close()
+    new HadoopBlobWrite(name, target, dest, stream)
+  }
+
+  private final class HadoopBlobWrite(name: String, target: Path, dest: Path, stream: FSDataOutputStream)
+      extends BlobWrite {
+    private var done = false
+    override val out: OutputStream = new StoreOutputStream(stream, name)
+
+    override def complete(): Unit = {
+      if (done) throw new IllegalStateException(s"${locate(name)} is no longer being written")
+      done = true
+      try
+        io("write", name) {
+          stream.close()
+          if (!writesInPlace && !fs.rename(dest, target)) {
+            fs.delete(dest, false)
+            if (!fs.exists(target)) throw new IOException(s"could not rename $dest to $target")
+            // an identical blob already exists (a retried write of an immutable name): keep the existing one
           }
-        catch { case s: Throwable => t.addSuppressed(s) }
-        if (!writesInPlace) fs.delete(dest, false)
-        throw new BodyFailed(t) // the writer's own failure, rethrown as it is by write()
+        }
+      catch { case t: Throwable => if (!writesInPlace) deleteQuietly(dest, t); throw t }
     }
-    out.close()
-    if (!writesInPlace && !fs.rename(dest, target)) {
-      fs.delete(dest, false)
-      if (!fs.exists(target)) throw new java.io.IOException(s"could not rename $dest to $target")
-      // an identical blob already exists (a retried write of an immutable name): keep the existing one
+
+    override def abort(): Unit = if (!done) {
+      done = true
+      val failure = new IOException(s"write of ${locate(name)} aborted")
+      try
+        stream match {
+          // in place (s3a), close() would publish the partial object under its final name: abort instead
+          case a: Abortable if writesInPlace && stream.hasCapability(StreamCapabilities.ABORTABLE_STREAM) =>
+            a.abort()
+          case _ => stream.close()
+        }
+      catch { case scala.util.control.NonFatal(_) => () } // the temporary is left to the sweeper
+      if (!writesInPlace) deleteQuietly(dest, failure)
     }
   }
+
+  private def deleteQuietly(p: Path, onBehalfOf: Throwable): Unit =
+    try fs.delete(p, false)
+    catch { case scala.util.control.NonFatal(e) => onBehalfOf.addSuppressed(e) }
 
   /** The stream a writer's body sees: the filesystem's own I/O failures become [[BlobStoreAccessException]],
     * so they are not mistaken for the body's. Closing is left to [[writeUnwrapped]].
@@ -218,6 +243,3 @@ object HadoopBlobStore {
         throw BlobStoreAccessException(operation, uri, endpointOf(new Path(uri).toUri, conf), e)
     }
 }
-
-/** Carries a writer's own failure out of [[HadoopBlobStore.write]]'s filesystem-error wrapping. */
-private final class BodyFailed(cause: Throwable) extends RuntimeException(cause)

@@ -10,9 +10,9 @@ import java.util.concurrent.{Callable, CompletableFuture, ExecutionException, Ex
 import scala.collection.mutable
 
 import io.lineagestore.format._
-import io.lineagestore.lineage.{CheckpointFile, CheckpointId, Lineage, LineageSource}
+import io.lineagestore.lineage.{CheckpointFile, CheckpointId, Lineage, LineageSource, TemporaryFile}
 import io.lineagestore.snapshot.{LocalFile, RangedDownload, SnapshotPlanner, UploadDecision}
-import io.lineagestore.storage.{BlobNotFoundException, BlobStore, RangeReader}
+import io.lineagestore.storage.{BlobNotFoundException, BlobStore, RangeReader, TemporaryBlobs}
 
 /** Byte and file counts of one transfer, for metrics. */
 final case class TransferStats(
@@ -71,22 +71,22 @@ final class CheckpointFiles(
     count
   }
 
-  /** Writes `<id>.delta` atomically as [[writeDelta]] does, its records encoded beforehand (`body`, sealed by
-    * this call; discarded if the write fails).
+  /** Starts `<id>.delta` for records made while its batch runs: the header goes to the blob store now and the
+    * records as the codec fills its blocks, so the commit only ends the file. Nothing appears under the name
+    * before [[DeltaInProgress.finish]]; [[DeltaInProgress.abort]] (or the writer's death) leaves no delta, at
+    * most a temporary the orphan sweep deletes. Plain puts and deletes only (format version 2 or 3): merge
+    * records need key order, which only the commit knows.
     */
-  def writeDelta(
+  def startDelta(
       id: CheckpointId,
       ancestors: Seq[CheckpointId],
       fromEmpty: Boolean,
-      body: DeltaBody
-  ): Long = {
-    var count = 0L
-    try
-      blobs.write(id.deltaFileName) { out =>
-        count = DeltaFile.writeWithBody(out, DeltaHeader(store, id, ancestors, fromEmpty), body)
-      }
-    finally body.discard()
-    count
+      codec: DeltaCodec
+  ): DeltaInProgress = {
+    val header = DeltaHeader(store, id, ancestors, fromEmpty)
+    val blob = blobs.create(id.deltaFileName)
+    try new DeltaInProgress(header, blob, new DeltaFile.Writer(blob.out, header, codec))
+    catch { case t: Throwable => blob.abort(); throw t }
   }
 
   override def ancestorsOf(id: CheckpointId): Option[Seq[CheckpointId]] = lineageOf(id).map(_.ancestors)
@@ -353,10 +353,20 @@ final class CheckpointFiles(
   // ---- listing and deletion (maintenance only) ------------------------------------------------------------
 
   /** Checkpoint files of this store, by listing: only the orphan sweep and tools call this. */
-  def listCheckpointFiles(): Seq[CheckpointFile] =
-    blobs
-      .list("")
-      .flatMap(b => CheckpointId.parseFileName(b.name).map { case (id, k) => CheckpointFile(id, k) })
+  def listCheckpointFiles(): Seq[CheckpointFile] = listRoot()._1
+
+  /** The store directory's checkpoint files and temporaries of unfinished writes, from one listing. */
+  def listRoot(): (Seq[CheckpointFile], Seq[TemporaryFile]) = {
+    def checkpointFile(name: String) =
+      CheckpointId.parseFileName(name).map { case (id, k) => CheckpointFile(id, k) }
+    val listed = blobs.list("")
+    val temporaries = listed.flatMap { b =>
+      TemporaryBlobs
+        .target(b.name)
+        .map(t => TemporaryFile(b.name, b.size, b.modificationTimeMs, checkpointFile(t)))
+    }
+    (listed.flatMap(b => checkpointFile(b.name)), temporaries)
+  }
 
   /** Blobs of the shared area, named as snapshot indexes name them (without the directory). */
   def listSharedBlobs(): Seq[io.lineagestore.storage.BlobInfo] =

@@ -11,9 +11,9 @@ import io.lineagestore.lineage.{CheckpointFile, CleanupDecision}
 final case class CleanupOutcome(deleted: Seq[String], failure: Option[(String, Throwable)])
 
 /** Runs a [[CleanupDecision]] against one store's files, the provider's maintenance and `lineagestore gc`
-  * alike: its steps in its order (zips, shared blobs, deltas), with a crash point after each step. Stops at
-  * the first deletion that fails: the order keeps every retained version loadable at any point, and the next
-  * clean-up decides again from what is left.
+  * alike: its steps in its order (zips, shared blobs, deltas, temporaries of unfinished writes), with a crash
+  * point after each of the first three. Stops at the first deletion that fails: the order keeps every
+  * retained version loadable at any point, and the next clean-up decides again from what is left.
   */
 object CleanupSteps {
 
@@ -41,6 +41,10 @@ object CleanupSteps {
     crash.at(CrashPoints.CleanupAfterBlobs)
     step(decision.deltas)(checkpointFile).foreach(failed => return failed)
     crash.at(CrashPoints.CleanupAfterDeltas)
+    // last, and no crash point after: deleting them changes nothing any load or later step reads
+    step(decision.temporaries)(t => delete(t.name)(files.blobs.delete(t.name))).foreach(failed =>
+      return failed
+    )
     CleanupOutcome(deleted.result(), None)
   }
 }

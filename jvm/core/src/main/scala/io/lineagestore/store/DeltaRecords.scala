@@ -3,7 +3,7 @@ package io.lineagestore.store
 import java.util.Arrays
 
 import io.lineagestore.engine.{BatchLog, Change, ChunkedWriteBatch, ListMerge, PendingWrites}
-import io.lineagestore.format.{DeltaBody, DeltaCodec, DeltaFile, DeltaRecordKind, FamilyKeys}
+import io.lineagestore.format.{DeltaFile, DeltaRecordKind, FamilyKeys}
 import io.lineagestore.lineage.CheckpointId
 
 /** Between a batch's changes and a delta file's records, both ways. Merges (list appends) are written as
@@ -23,12 +23,11 @@ private[store] object DeltaRecords {
       case (k, Change.Merge(e)) => w.merge(k, e)
     }
 
-  /** A batch's delta records encoded while it runs ([[BatchLog]] over a [[DeltaBody]]). */
-  final class Streamed(codec: DeltaCodec) extends BatchLog {
-    val body = new DeltaBody(codec)
-    override def put(key: Array[Byte], value: Array[Byte]): Unit = body.put(key, value)
-    override def delete(key: Array[Byte]): Unit = body.delete(key)
-    override def discard(): Unit = body.discard()
+  /** A batch's delta written while it runs ([[BatchLog]] over a [[DeltaInProgress]]). */
+  final class Streamed(val delta: DeltaInProgress) extends BatchLog {
+    override def put(key: Array[Byte], value: Array[Byte]): Unit = delta.put(key, value)
+    override def delete(key: Array[Byte]): Unit = delta.delete(key)
+    override def discard(): Unit = delta.abort()
   }
 
   /** The records of family `cf` in the verified delta `id`, as (checkpoint, kind, user key, value); all read

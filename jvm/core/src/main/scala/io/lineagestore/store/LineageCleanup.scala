@@ -69,11 +69,15 @@ private[store] final class LineageCleanup(
     if (known.head.isEmpty) return Nil
     // the sweep waits for a run that may delete blobs: it is the one listing, not to be spent on nothing
     val sweep = mayDeleteBlobs && runsSinceSweep >= settings.orphanSweepEveryCleanups
-    if (sweep) {
-      val listed = files.listCheckpointFiles()
+    val temporaries = if (sweep) {
+      val (listed, temporaries) = files.listRoot()
       knownFiles.synchronized { knownFiles.clear(); knownFiles ++= listed }
       runsSinceSweep = 0
-    } else if (mayDeleteBlobs) runsSinceSweep += 1
+      Some(temporaries)
+    } else {
+      if (mayDeleteBlobs) runsSinceSweep += 1
+      None
+    }
     val existing = knownFiles.synchronized(knownFiles.toSeq)
     val snapshots = existing.filter(_.kind == CheckpointId.Snapshot).map(_.id).toSet
     val retain = settings.minVersionsToRetain
@@ -93,7 +97,8 @@ private[store] final class LineageCleanup(
       listing,
       mayDeleteBlobs,
       clock(),
-      settings.orphanGracePeriodMs
+      settings.orphanGracePeriodMs,
+      temporaries = temporaries
     )
     val decision = CleanupPlanner.decide(input, id => readIndexOrError(id).map(_.sharedBlobs))
     if (listing.isDefined && decision.blobsDecided)

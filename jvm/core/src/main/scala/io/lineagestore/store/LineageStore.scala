@@ -51,7 +51,7 @@ final class LineageStore(
         settings.maxPendingBytes,
         settings.maxPendingBytesKey,
         applyPool,
-        () => deltas.openLog()
+        () => deltas.openLog(nextCheckpoint())
       )
     try open()
     catch {
@@ -67,6 +67,9 @@ final class LineageStore(
 
   // what the local DB holds; nothing until the first load (or a clean-close record)
   private val local = new AtomicReference(LocalState.Unknown(new HashCache))
+
+  // the checkpoint the batch in progress commits as, once drawn (null: not yet); task thread only
+  private var next: NextCheckpoint = null
 
   val pendingBlobs = new PendingBlobs
   private val cleanups = new LineageCleanup(files, settings, crash, clock, pendingBlobs)
@@ -110,6 +113,7 @@ final class LineageStore(
     // a committed batch that never reached RocksDB leaves the local state behind its commit: reload it
     db.applyFailed().foreach(_ => local.set(LocalState.Unknown(new HashCache)))
     db.abort()
+    next = null
     val skipped = mutable.LinkedHashMap.empty[CheckpointId, CorruptCheckpointFileException]
     def attempt(replans: Int): LoadPlan = {
       var detoured = false
@@ -163,6 +167,7 @@ final class LineageStore(
     require(version >= 0, s"version cannot be negative, got $version")
     val start = clock()
     db.abort()
+    next = null
     replaceLocalDirectory(() => deleteRecursively(dbDir))
     local.set(LocalState(Some(CheckpointId.Empty), Nil, version, version, new HashCache, version))
     columnFamilies.reload()
@@ -289,21 +294,47 @@ final class LineageStore(
 
   // ---- commit and abort -----------------------------------------------------------------------------------
 
-  /** Commits the batch in progress as checkpoint (loaded + 1, uniqueId): writes its delta (lineage first),
-    * then applies it locally. Freezes a snapshot when enough deltas accumulated since the presumed one.
+  /** The checkpoint the batch in progress commits as: version loaded + 1 under a fresh unique ID, drawn once
+    * per batch (at its first change, when its delta starts, or at its commit; null while nothing is loaded).
     */
-  def commit(uniqueId: String): CheckpointId = {
+  private def nextCheckpoint(): NextCheckpoint = {
+    if (next == null) {
+      val now = local.get
+      now.loaded.foreach { parent =>
+        next = NextCheckpoint(
+          CheckpointId(now.version.get + 1, CheckpointId.newUniqueId()),
+          if (parent.isEmptyState) Nil else parent +: now.ancestors,
+          // from the empty state the batch in progress is the whole state, so the delta is complete by itself
+          fromEmpty = parent.isEmptyState && now.emptyAtVersion > 0
+        )
+      }
+    }
+    next
+  }
+
+  /** Commits the batch in progress as checkpoint (loaded + 1, a fresh unique ID): ends its delta (lineage
+    * first; written while the batch ran when it could be, see [[BatchDeltas]]), then applies it locally.
+    * Freezes a snapshot when enough deltas accumulated since the presumed one.
+    */
+  def commit(): CheckpointId = commitAs(None)
+
+  /** [[commit]] under a unique ID the caller chose (tools and tests that write a commit log of their own).
+    * The delta then is not the one written while the batch ran, under the ID drawn for it: the commit writes
+    * the whole delta.
+    */
+  def commit(uniqueId: String): CheckpointId = commitAs(Some(uniqueId))
+
+  private def commitAs(uniqueId: Option[String]): CheckpointId = {
     val start = clock()
     val before = local.get
-    val parent =
-      before.loaded.getOrElse(throw new IllegalStateException("commit without a loaded checkpoint"))
-    val freshStart = parent.isEmptyState && before.emptyAtVersion > 0
-    val id = CheckpointId(before.version.get + 1, uniqueId)
-    val lineage = if (parent.isEmptyState) Nil else parent +: before.ancestors
+    if (before.loaded.isEmpty) throw new IllegalStateException("commit without a loaded checkpoint")
     columnFamilies.stageCounts()
+    val drawn = nextCheckpoint()
+    next = null
+    val batch = uniqueId.fold(drawn)(u => drawn.copy(id = CheckpointId(drawn.id.version, u)))
+    val NextCheckpoint(id, lineage, freshStart) = batch
     crash.at(CrashPoints.CommitBeforeDelta)
-    // from the empty state the batch in progress is the whole state, so the delta is complete by itself
-    deltas.write(db.pending, id, lineage, freshStart)
+    deltas.write(db.pending, batch)
     crash.at(CrashPoints.CommitAfterDelta)
     counters.lastDeltaBytes.set(db.pending.sizeBytes)
     val committed = before.copy(
@@ -380,6 +411,7 @@ final class LineageStore(
 
   def abort(): Unit = {
     db.abort()
+    next = null
     columnFamilies.discardCounts()
     columnFamilies.reload()
   }

@@ -24,6 +24,8 @@ final class StoreCounters {
   val freezeFailures = new AtomicLong
   // deltas whose records were encoded while their batch ran (each change its key's first)
   val deltasStreamed = new AtomicLong
+  // deltas written while their batch ran that the blob store failed mid-batch (the commit wrote them again)
+  val streamedDeltasGivenUp = new AtomicLong
   val lastLoadMs = new AtomicLong
   val lastCommitMs = new AtomicLong
   val lastSnapshotUploadMs = new AtomicLong

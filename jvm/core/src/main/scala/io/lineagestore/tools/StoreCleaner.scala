@@ -28,9 +28,10 @@ final case class CleanupPlan(
     keptBytes: Long,
     refused: Option[String],
     warnings: Seq[String],
-    decision: Option[CleanupDecision] = None
+    decision: Option[CleanupDecision] = None,
+    temporaries: Seq[Deletion] = Nil
 ) {
-  def deletions: Seq[Deletion] = zips ++ blobs ++ deltas
+  def deletions: Seq[Deletion] = zips ++ blobs ++ deltas ++ temporaries
 
   def toJson(applied: Boolean, errors: Seq[String]): Json = obj(
     "operatorId" -> store.operatorId,
@@ -73,7 +74,7 @@ object StoreCleaner {
     val files = store.files
     val listed = store.blobs.list("")
     val sizes = listed.map(b => b.name -> b.size).toMap
-    val existing = files.listCheckpointFiles()
+    val (existing, temporaries) = files.listRoot()
     val shared = files.listSharedBlobs().map(b => SharedBlob(b.name, b.size, b.modificationTimeMs))
     val sharedSizes = shared.map(b => b.name -> b.size).toMap
     val allBytes = listed.filterNot(_.name.startsWith(".")).map(_.size).sum + shared.map(_.size).sum
@@ -88,7 +89,8 @@ object StoreCleaner {
       mayDeleteBlobs = true, // an upload in flight elsewhere is protected by the grace period
       nowMs,
       graceMs,
-      retired = retirement.isDefined
+      retired = retirement.isDefined,
+      temporaries = Some(temporaries)
     )
     def blobsOf(id: CheckpointId): Either[String, Set[String]] =
       Try(files.readSnapshotIndex(id).sharedBlobs).toEither.left.map(e =>
@@ -160,6 +162,16 @@ object StoreCleaner {
     val zips = decision.zips.map(deletion)
     val blobs = decision.blobs.map { case (b, v) => blobDeletion(b, v) }
     val deltas = decision.deltas.map(deletion)
+    val unfinished = decision.temporaries.map { t =>
+      val of = t.target.fold("")(f => s" of ${f.name}")
+      Deletion(
+        t.name,
+        t.size,
+        s"an unfinished write$of, ${duration(math.max(0L, nowMs - t.modifiedMs))} old (older than the " +
+          s"${duration(graceMs)} grace period): its writer died or gave it up"
+      )
+    }
+    // temporaries are hidden files, not counted among the store's files (allFiles)
     val deleted = zips ++ blobs ++ deltas
     CleanupPlan(
       store.ref,
@@ -174,7 +186,8 @@ object StoreCleaner {
       allBytes - deleted.map(_.bytes).sum,
       None,
       decision.warnings,
-      Some(decision)
+      Some(decision),
+      unfinished
     )
   }
 
@@ -184,8 +197,8 @@ object StoreCleaner {
       .collectFirst { case (u, size) if ms >= size && ms % size == 0 => s"${ms / size}$u" }
       .getOrElse(s"${ms / 1000}s")
 
-  /** Runs `plan`'s decision with [[CleanupSteps]] (zips, then blobs, then deltas); returns the error that
-    * stopped it, if one did (file: message).
+  /** Runs `plan`'s decision with [[CleanupSteps]] (zips, then blobs, then deltas, then temporaries); returns
+    * the error that stopped it, if one did (file: message).
     */
   def apply(store: ToolStore, plan: CleanupPlan): Seq[String] =
     plan.decision.toSeq.flatMap { d =>

@@ -2,7 +2,6 @@ package io.lineagestore.tools
 
 import java.io.File
 import java.nio.file.Files
-import java.util.UUID
 import java.util.concurrent.{Callable, Executors, ThreadFactory}
 import java.util.concurrent.atomic.AtomicLong
 
@@ -258,7 +257,7 @@ object StoreRepartitioner {
         }
       )
       val uniqueIds = inParallel(stores, commitThreads) { store =>
-        val id = clock.time("commit")(store.commit(UUID.randomUUID().toString))
+        val id = clock.time("commit")(store.commit())
         // the fresh start froze a snapshot: upload it now, the store has no maintenance thread
         clock.time("uploadSnapshot")(store.uploadSnapshots())
         id.uniqueId

@@ -44,13 +44,13 @@ object CommitMicroBench {
     try {
       store.load(CheckpointId.Empty)
       (0 until keys).foreach(i => store.put(ColumnFamilies.DefaultId, key(i), value()))
-      store.commit(CheckpointId.newUniqueId())
+      store.commit()
       store.uploadSnapshots()
       val times = (1 to batches).map { _ =>
         (0 until updates).foreach(_ => store.put(ColumnFamilies.DefaultId, key(rnd.nextInt(keys)), value()))
         val before = store.frozenCount
         val t0 = System.nanoTime()
-        store.commit(CheckpointId.newUniqueId())
+        store.commit()
         val ms = (System.nanoTime() - t0) / 1e6
         val froze = store.frozenCount > before
         store.uploadSnapshots() // maintenance, outside the timed part

@@ -59,7 +59,7 @@ object RestoreMicroBench {
           val v = new Array[Byte](valueBytes); rnd.nextBytes(v)
           writer.put(ColumnFamilies.DefaultId, java.nio.ByteBuffer.allocate(4).putInt(i).array(), v)
         }
-        val id = writer.commit(CheckpointId.newUniqueId())
+        val id = writer.commit()
         writer.freezeNow()
         writer.uploadSnapshots()
         id

@@ -89,33 +89,6 @@ class FormatSuite extends AnyFunSuite {
     assert(back.zip(many).forall { case ((k, v), (k0, v0)) => k == k0.toSeq && v == Option(v0).map(_.toSeq) })
   }
 
-  test("a delta whose records were encoded beforehand (DeltaBody) is byte for byte the one Writer writes") {
-    val rnd = new scala.util.Random(11)
-    // more than a codec block and more than one of the body's 1 MiB blocks, values incompressible
-    val many = sample ++ (0 until 3000).map { i =>
-      (java.nio.ByteBuffer.allocate(4).putInt(i).array(), if (i % 7 == 0) null else rnd.nextBytes(1000))
-    }
-    for (codec <- codecs; fromEmpty <- Seq(false, true)) {
-      val header = DeltaHeader(store, id, if (fromEmpty) Nil else lineage, fromEmpty)
-      val written = new ByteArrayOutputStream()
-      val w = new DeltaFile.Writer(written, header, codec)
-      val body = new DeltaBody(codec)
-      many.foreach { case (k, v) =>
-        if (v == null) { w.delete(k); body.delete(k) }
-        else { w.put(k, v); body.put(k, v) }
-      }
-      w.close()
-      val sealedOut = new ByteArrayOutputStream()
-      assert(DeltaFile.writeWithBody(sealedOut, header, body) == many.size)
-      assert(sealedOut.toByteArray.sameElements(written.toByteArray), s"${codec.name}, fromEmpty $fromEmpty")
-      assert(
-        intercept[IllegalStateException](body.put(Array[Byte](1), Array[Byte](2))).getMessage.contains("seal")
-      )
-    }
-    val (h, back) = readAll(delta(many))
-    assert(h.checkpoint == id && back.size == many.size)
-  }
-
   test("format version 1 deltas (uncompressed, no codec byte) are still read") {
     // version 1 = version 2 with codec none, minus the codec byte, with both checksums over its own bytes
     val v2 = delta(sample, DeltaCodec.Uncompressed)

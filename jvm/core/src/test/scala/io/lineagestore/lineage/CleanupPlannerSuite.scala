@@ -127,6 +127,26 @@ class CleanupPlannerSuite extends AnyFunSuite {
     assert(decision.youngOrphans.map(_.name) == Seq("young"))
   }
 
+  test("temporaries of unfinished writes go past the grace period, except a delta above the head") {
+    val l = CommittedLineage(Some(c(12)), (1L to 12L).map(v => v -> s"w$v").toMap)
+    val existing = (1L to 12L).map(v => d(c(v))) ++ Seq(z(c(10)))
+    def t(name: String, modified: Long, target: Option[CheckpointFile]) =
+      TemporaryFile(name, 1, modified, target)
+    val temporaries = Seq(
+      t("old-delta", 100, Some(d(CheckpointId(12, "lost")))), // an attempt at the head that lost, or died
+      t("old-zip", 100, Some(z(c(11)))),
+      t("unknown", 100, None),
+      t("running", 100, Some(d(CheckpointId(13, "now")))), // the next batch, however long it runs
+      t("young", 9500, Some(d(CheckpointId(5, "x"))))
+    )
+    val listed = input(l, existing, listing = Some(Nil)).copy(temporaries = Some(temporaries))
+    val decision = CleanupPlanner.decide(listed, blobsFrom(Map(c(10) -> Set.empty[String])))
+    assert(decision.temporaries.map(_.name) == Seq("old-delta", "old-zip", "unknown"))
+    // an upload of this store in flight may be writing a temporary of its own: none goes then
+    val uploading = CleanupPlanner.decide(listed.copy(mayDeleteBlobs = false), blobsFrom(Map(c(10) -> Set())))
+    assert(uploading.temporaries.isEmpty)
+  }
+
   test("an unreadable retained index: no blob is deleted, zips and deltas still are") {
     val l = CommittedLineage(Some(c(12)), (1L to 12L).map(v => v -> s"w$v").toMap)
     val existing = (1L to 12L).map(v => d(c(v))) ++ Seq(z(c(5)), z(c(10)))

@@ -57,4 +57,28 @@ class S3BlobStoreSuite extends AnyFunSuite {
     assert(!blobs.exists("b.delta"))
     intercept[BlobNotFoundException](blobs.open("b.delta"))
   }
+
+  test(
+    "a blob written while something else runs (create) appears only at complete; an abort leaves nothing"
+  ) {
+    val s3 = S3TestServer.require(this)
+    val conf = s3.configuration
+    conf.set("fs.s3a.multipart.size", "5M")
+    conf.set("fs.s3a.multipart.threshold", "5M")
+    conf.setBoolean("fs.s3a.impl.disable.cache", true)
+    val blobs = new HadoopBlobStore(new Path(s3.freshUri("create")), conf)
+    val bytes = new Array[Byte](12 << 20)
+    new scala.util.Random(9).nextBytes(bytes)
+    val kept = blobs.create("1_a.delta")
+    kept.out.write(bytes) // two parts are uploaded by now (s3a sends each full block)
+    assert(!blobs.exists("1_a.delta"), "visible before complete")
+    kept.complete()
+    val in = blobs.open("1_a.delta")
+    try assert(java.util.Arrays.equals(in.readAllBytes(), bytes))
+    finally in.close()
+    val given = blobs.create("2_b.delta")
+    given.out.write(bytes)
+    given.abort()
+    assert(!blobs.exists("2_b.delta") && blobs.list("").map(_.name) == Seq("1_a.delta"))
+  }
 }

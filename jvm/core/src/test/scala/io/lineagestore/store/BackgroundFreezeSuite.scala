@@ -55,7 +55,7 @@ class BackgroundFreezeSuite extends AnyFunSuite with StoreFixture {
     gate.release()
     assert(upload.get(60, TimeUnit.SECONDS) == 1)
     assert(files.hasSnapshot(v2))
-    val v3 = s.commit(CheckpointId.newUniqueId())
+    val v3 = s.commit()
 
     val restored = newStore()
     val plan = restored.load(v2)

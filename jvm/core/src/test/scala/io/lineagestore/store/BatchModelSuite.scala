@@ -81,7 +81,7 @@ class BatchModelSuite extends AnyFunSuite with StoreFixture {
           s.abort()
           committed.keys.foreach(k => assert(str(s.get(D, b(k))) == committed(k)))
         } else {
-          lastId = s.commit(CheckpointId.newUniqueId())
+          lastId = s.commit()
           committed = model
           assert(s.columnFamilies.counts("default") == committed.size, s"key count after batch $batch")
           // now and then only: a scan waits for the apply, and the next batch should meet it in flight
@@ -105,12 +105,12 @@ class BatchModelSuite extends AnyFunSuite with StoreFixture {
     s.merge(D, b("a"), b("x")) // appends to the committed value: resolved against RocksDB once written
     s.put(D, b("b"), b("new"))
     s.delete(D, b("c"))
-    s.commit(CheckpointId.newUniqueId())
+    s.commit()
     assert(str(s.get(D, b("b"))) == "new" && s.get(D, b("c")) == null) // from the in-flight batch
     assert(str(s.get(D, b("a"))) == "1,x")
     assert(s.columnFamilies.counts("default") == 2)
     s.put(D, b("d"), b("4"))
-    s.commit(CheckpointId.newUniqueId())
+    s.commit()
     assert(contents(s) == Map("a" -> "1,x", "b" -> "new", "d" -> "4"))
   }
 }

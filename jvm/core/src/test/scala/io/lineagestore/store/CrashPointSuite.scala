@@ -21,9 +21,9 @@ import io.lineagestore.testing.S3TestServer
   * every third batch), then checks: the local directories the crash left come back to the committed state,
   * and a restart on a fresh local directory finds the state equal to the oracle at the last version the
   * "driver" recorded, every retained version still loads, work continues, and after the orphan sweep no
-  * shared blob is left that no snapshot references. The steps come from [[CrashPoints.All]], so a new step is
-  * covered without touching the suites. The checkpoint lives under [[remoteUri]]: a local directory here, the
-  * real S3 server in [[S3CrashPointSuite]].
+  * shared blob is left that no snapshot references and no temporary of an unfinished write. The steps come
+  * from [[CrashPoints.All]], so a new step is covered without touching the suites. The checkpoint lives under
+  * [[remoteUri]]: a local directory here, the real S3 server in [[S3CrashPointSuite]].
   */
 abstract class CrashPointBehaviour(hits: Seq[Int]) extends AnyFunSuite {
   import CrashWorkload._
@@ -67,7 +67,7 @@ abstract class CrashPointBehaviour(hits: Seq[Int]) extends AnyFunSuite {
         var last = head
         for (v <- head.version + 1 to head.version + 3) {
           batch(store, v)
-          last = store.commit(CheckpointId.newUniqueId())
+          last = store.commit()
           store.load(last)
           store.uploadSnapshots()
         }
@@ -80,6 +80,9 @@ abstract class CrashPointBehaviour(hits: Seq[Int]) extends AnyFunSuite {
           .toSet
         val shared = store.checkpointFiles.listSharedBlobs().map(_.name).toSet
         assert(shared.subsetOf(referenced), s"leaked blobs: ${shared -- referenced}")
+        // a delta the crash left half written (streamed while its batch ran) is swept too
+        val unfinished = store.checkpointFiles.listRoot()._2
+        assert(unfinished.isEmpty, s"temporaries of unfinished writes left: $unfinished")
         assert(store.pendingBlobs.count == 0)
       } finally store.close()
     }
@@ -193,7 +196,7 @@ object CrashWorkload {
     store.load(head)
     for (v <- 1L to batchesText.toLong) {
       batch(store, v)
-      head = store.commit(CheckpointId.newUniqueId())
+      head = store.commit()
       Files.write(
         new File(root, "commits").toPath,
         s"${head.version} ${head.uniqueId}\n".getBytes(UTF_8),

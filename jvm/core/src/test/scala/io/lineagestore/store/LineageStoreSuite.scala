@@ -87,7 +87,7 @@ class LineageStoreSuite extends AnyFunSuite with StoreFixture {
     var seen = 0
     it.foreach { case (k, _) => seen += 1; s.delete(D, k) }
     assert(seen == 51)
-    s.commit(CheckpointId.newUniqueId())
+    s.commit()
     assert(contents(s).isEmpty && s.columnFamilies.counts("default") == 0)
   }
 

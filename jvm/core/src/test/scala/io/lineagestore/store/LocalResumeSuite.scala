@@ -54,7 +54,7 @@ class LocalResumeSuite extends AnyFunSuite with BeforeAndAfterEach {
   private def fill(s: LineageStore, batches: Range): CheckpointId = batches.map { i =>
     (1 to 300).foreach(j => s.put(D, bytes(s"k$i-$j"), bytes("v" * 64 + i)))
     if (i > 1) s.delete(D, bytes(s"k${i - 1}-1"))
-    val id = s.commit(CheckpointId.newUniqueId())
+    val id = s.commit()
     s.uploadSnapshots()
     id
   }.last
@@ -104,7 +104,7 @@ class LocalResumeSuite extends AnyFunSuite with BeforeAndAfterEach {
       // it goes on from there: the next commit's lineage continues the old one, and a restart from the store
       // alone (fresh directory) sees the same state
       second.put(D, bytes("after"), bytes("resume"))
-      val next = second.commit(CheckpointId.newUniqueId())
+      val next = second.commit()
       second.freezeNow()
       second.uploadSnapshots()
       assert(

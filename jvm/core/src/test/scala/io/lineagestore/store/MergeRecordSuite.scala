@@ -17,7 +17,7 @@ class MergeRecordSuite extends AnyFunSuite with StoreFixture {
 
   private def commit(s: LineageStore)(changes: LineageStore => Unit): CheckpointId = {
     changes(s)
-    s.commit(CheckpointId.newUniqueId())
+    s.commit()
   }
   private def value(s: LineageStore, k: String): String =
     Option(s.get(D, b(k))).map(new String(_, UTF_8)).orNull

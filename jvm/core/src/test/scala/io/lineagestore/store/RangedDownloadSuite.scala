@@ -57,7 +57,7 @@ class RangedDownloadSuite extends AnyFunSuite with BeforeAndAfterEach {
       (1 to 2000).foreach(i =>
         s.put(D, s"k$i".getBytes(UTF_8), rnd.alphanumeric.take(100).mkString.getBytes(UTF_8))
       )
-      val head = s.commit(CheckpointId.newUniqueId())
+      val head = s.commit()
       s.freezeNow()
       s.uploadSnapshots()
       (head, contents(s))
@@ -181,7 +181,7 @@ class RangedDownloadSuite extends AnyFunSuite with BeforeAndAfterEach {
         s.load(head)
         assert(contents(s) == expected)
         s.put(D, "added".getBytes(UTF_8), "after the old index".getBytes(UTF_8))
-        val next = s.commit(CheckpointId.newUniqueId())
+        val next = s.commit()
         s.freezeNow()
         s.uploadSnapshots()
         next

@@ -66,7 +66,7 @@ trait StoreFixture extends BeforeAndAfterEach { this: Suite =>
   ): CheckpointId = {
     puts.foreach { case (k, v) => s.put(D, b(k), b(v)) }
     deletes.foreach(k => s.delete(D, b(k)))
-    s.commit(CheckpointId.newUniqueId())
+    s.commit()
   }
   protected def remoteNames: Set[String] =
     Option(remote.list()).map(_.toSet).getOrElse(Set.empty).filterNot(_.endsWith(".crc"))

@@ -232,7 +232,7 @@ private[spark] class LineageStateStore(
   override def commit(): Long = provider.synchronized {
     checkWritable("commit")
     val catchUpsBefore = store.counters.catchUpSnapshots.get
-    val newId = store.commit(CheckpointId.newUniqueId())
+    val newId = store.commit()
     provider.afterCommit(newId, catchUpsBefore)
     if (forceSnapshotOnCommit) store.freezeNow()
     committedId = Some(newId)

@@ -138,7 +138,6 @@ object AdjunctMaintain {
     val touched = if (replace) (0 until n).filter(p => changes.contains(p) || !prev(p).isEmptyState) else Nil
     val committed = (changes.keySet ++ touched).toSeq.sorted.map { p =>
       // a table of one store is its store: the table version is the store's, under the same unique ID
-      val uniqueId = UUID.randomUUID().toString
       val chunks = changes.getOrElse(p, Nil)
       p -> commitPartition(
         table,
@@ -149,7 +148,6 @@ object AdjunctMaintain {
         op,
         confEntries,
         retainVersions,
-        uniqueId,
         replace
       )
     }.toMap
@@ -167,7 +165,6 @@ object AdjunctMaintain {
             op,
             confEntries,
             retainVersions,
-            UUID.randomUUID().toString,
             replace
           )
         )
@@ -226,7 +223,6 @@ object AdjunctMaintain {
       op: String,
       confEntries: Map[String, String],
       retainVersions: Int,
-      uniqueId: String,
       replace: Boolean
   ): CheckpointId = {
     val local = new AdjunctLocalStore(table.storePathOf(p), confEntries, "writer", retainVersions)
@@ -240,7 +236,7 @@ object AdjunctMaintain {
         if (replace) replaceContent(store, chunks.iterator.flatMap(ChangePacking.unpack).toArray, first)
         else chunks.iterator.flatMap(ChangePacking.unpack).foreach(c => apply(store, c, path, op, first))
       catch { case t: Throwable => store.abort(); throw t }
-      val id = store.commit(uniqueId)
+      val id = store.commit()
       store.uploadSnapshots()
       id
     } finally local.close()
