@@ -306,6 +306,24 @@ class CheckpointToolsSuite extends AnyFunSuite with BeforeAndAfterEach {
     }
   }
 
+  test("gc deletes a dead writer's temporary past the grace period, never a delta's above the head") {
+    val log = writeStore()
+    val dead = io.lineagestore.storage.TemporaryBlobs.nameFor(CheckpointId(5, "dead").deltaFileName)
+    val next = io.lineagestore.storage.TemporaryBlobs.nameFor(CheckpointId(7, "running").deltaFileName)
+    Seq(dead, next).foreach(n => Files.write(new File(storeDir, n).toPath, new Array[Byte](100)))
+    ToolStore.using(ref) { s =>
+      val now = System.currentTimeMillis()
+      val young = StoreCleaner.plan(s, log, retain = 2, graceMs = 3600 * 1000L, nowMs = now)
+      assert(young.temporaries.isEmpty)
+      val plan = StoreCleaner.plan(s, log, retain = 2, graceMs = 0, nowMs = now + 1000)
+      assert(plan.temporaries.map(_.name) == Seq(dead))
+      assert(plan.temporaries.head.reason.contains("unfinished write of 5_dead.delta"))
+      assert(plan.toJson(applied = false, Nil).toString.contains(dead), "listed among the deletions")
+      assert(StoreCleaner.apply(s, plan).isEmpty)
+      assert(!new File(storeDir, dead).exists() && new File(storeDir, next).exists())
+    }
+  }
+
   test("gc refuses to delete anything when the commit log and the lineage disagree") {
     val log = writeStore().updated(3, CommitLogEntry(3, orphan))
     val json = CheckpointTools.gcStore(
