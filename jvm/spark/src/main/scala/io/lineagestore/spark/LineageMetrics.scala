@@ -37,14 +37,19 @@ private[spark] object LineageMetrics {
     )
   val DeltasStreamed = sum(
     "lineagestoreDeltasStreamed",
-    "commits whose delta was encoded while the batch ran (each change its key's first); the rest encode at commit"
+    "commits whose delta was written to the blob store while the batch ran (each change its key's first); " +
+      "the rest write it whole at commit"
+  )
+  val StreamedDeltasGivenUp = sum(
+    "lineagestoreStreamedDeltasGivenUp",
+    "deltas written while the batch ran that the blob store failed mid-batch (each commit wrote its delta whole)"
   )
   val DeltaBytes = sum("lineagestoreDeltaBytes", "uncommitted bytes written by the last commit")
   val LoadMs = timing("lineagestoreLoadMs", "time to load the version a batch started from")
   val CommitMs = timing(
     "lineagestoreCommitMs",
-    "time to commit (the delta upload; the write into the local RocksDB, and a snapshot's checkpoint, follow " +
-      "on an apply thread)"
+    "time to commit (ending the delta written as the batch ran, or writing it whole; the write into the local " +
+      "RocksDB, and a snapshot's checkpoint, follow on an apply thread)"
   )
   val SnapshotUploadMs = timing(
     "lineagestoreSnapshotUploadMs",
@@ -68,6 +73,7 @@ private[spark] object LineageMetrics {
     CatchUpSnapshots,
     SnapshotDetours,
     DeltasStreamed,
+    StreamedDeltasGivenUp,
     DeltaBytes,
     LoadMs,
     CommitMs,
@@ -96,6 +102,7 @@ private[spark] object LineageMetrics {
       CatchUpSnapshots -> c.catchUpSnapshots.get,
       SnapshotDetours -> c.snapshotDetours.get,
       DeltasStreamed -> c.deltasStreamed.get,
+      StreamedDeltasGivenUp -> c.streamedDeltasGivenUp.get,
       DeltaBytes -> c.lastDeltaBytes.get,
       LoadMs -> c.lastLoadMs.get,
       CommitMs -> c.lastCommitMs.get,
