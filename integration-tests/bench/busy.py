@@ -8,10 +8,19 @@ nothing else (no cache or disk contention that one provider's access pattern wou
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
-SPIN = "x = 0\nwhile True:\n    x = (x * 1103515245 + 12345) & 0xFFFFFFFF\n"
+# It ends by itself when the process that started it goes (a benchmark killed mid-run must not leave the
+# machine busy for the runs after it: it did once, and a later "idle" cell ran beside two spinners).
+SPIN = """import os, sys
+parent = int(sys.argv[1])  # given, not read: the starter may be gone before this line runs
+x = 0
+while os.getppid() == parent:
+    for _ in range(1 << 20):
+        x = (x * 1103515245 + 12345) & 0xFFFFFFFF
+"""
 
 
 class CpuLoad:
@@ -23,7 +32,7 @@ class CpuLoad:
 
     def __enter__(self) -> CpuLoad:
         for _ in range(self.processes):
-            self._procs.append(subprocess.Popen([sys.executable, "-c", SPIN]))
+            self._procs.append(subprocess.Popen([sys.executable, "-c", SPIN, str(os.getpid())]))
         return self
 
     def __exit__(self, *exc) -> None:

@@ -227,3 +227,27 @@ def test_repartition_bench_smoke(tmp_path):
             case["lineagestore"]["phasesMs"]
         )
     assert [m["workload"] for m in data["migrations"]] == ["agg"]
+
+
+def test_busy_load_ends_with_the_process_that_started_it():
+    """A benchmark killed mid-run (no ``__exit__``) leaves no spinner behind to load the runs after it."""
+    starter = (
+        f"import sys; sys.path.insert(0, {str(HERE)!r}); import os, busy\n"
+        "load = busy.CpuLoad(1).__enter__()\n"
+        "print(load._procs[0].pid, flush=True)\n"
+        "os._exit(0)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", starter], capture_output=True, text=True, check=True)
+    pid = int(out.stdout.strip())
+    import os
+    import time
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    os.kill(pid, 9)
+    pytest.fail(f"spinner {pid} outlived the process that started it")
