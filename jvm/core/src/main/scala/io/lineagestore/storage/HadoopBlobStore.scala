@@ -122,7 +122,7 @@ class HadoopBlobStore(val root: Path, hadoopConf: Configuration) extends BlobSto
     catch { case scala.util.control.NonFatal(e) => onBehalfOf.addSuppressed(e) }
 
   /** The stream a writer's body sees: the filesystem's own I/O failures become [[BlobStoreAccessException]],
-    * so they are not mistaken for the body's. Closing is left to [[writeUnwrapped]].
+    * so they are not mistaken for the body's. Closing is left to its [[BlobWrite]].
     */
   private final class StoreOutputStream(out: OutputStream, name: String) extends FilterOutputStream(out) {
     private def wrap(body: => Unit): Unit =

@@ -40,12 +40,12 @@ private[store] final class BatchDeltas(files: CheckpointFiles, codec: DeltaCodec
         streamed.delta.finish()
         counters.deltasStreamed.incrementAndGet()
       case other =>
-        other match {
-          case s: DeltaRecords.Streamed if s.delta.failure.isDefined =>
-            counters.streamedDeltasGivenUp.incrementAndGet()
-          case _ =>
-        }
         if (other != null) other.discard()
+        // a delta the blob store failed mid-batch is written whole below (anything else was never streamed)
+        val givenUp = other match {
+          case s: DeltaRecords.Streamed => s.delta.failure.isDefined; case _ => false
+        }
+        if (givenUp) counters.streamedDeltasGivenUp.incrementAndGet()
         if (pending.logRefused) unstreamedBatches = UnstreamedAfterRefusal
         else if (unstreamedBatches > 0) unstreamedBatches -= 1
         files.writeDelta(next.id, next.lineage, codec, next.fromEmpty, pending.hasMerges) { w =>
