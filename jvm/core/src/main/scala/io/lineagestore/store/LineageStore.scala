@@ -36,12 +36,11 @@ final class LineageStore(
   import LineageStoreState._
 
   private val dbDir = new File(localRoot, "db")
-  private val frozenRoot = new File(localRoot, "frozen")
   // A reused local directory (see LocalDirectories) may hold an earlier provider's RocksDB and frozen
-  // checkpoints. The frozen ones were never registered here; the DB is only a source of files that the first
-  // load keeps if their content matches, and is discarded if it does not even open (a crash mid-write).
-  // A record of a clean close is taken (and deleted) before the directory is touched.
-  deleteRecursively(frozenRoot)
+  // checkpoints. The frozen ones were never registered here (deleted before any is made, below); the DB is
+  // only a source of files that the first load keeps if their content matches, and is discarded if it does
+  // not even open (a crash mid-write). A record of a clean close is taken (and deleted) before the directory
+  // is touched.
   private var cleanClose = CleanCloseRecord.take(localRoot, files.store)
   private val db = {
     def open() =
@@ -73,7 +72,9 @@ final class LineageStore(
 
   val pendingBlobs = new PendingBlobs
   private val cleanups = new LineageCleanup(files, settings, crash, clock, pendingBlobs)
-  private val uploads = new SnapshotUploads(files, crash, clock, counters, cleanups, pendingBlobs)
+  private val uploads =
+    new SnapshotUploads(files, new File(localRoot, "frozen"), crash, clock, counters, cleanups, pendingBlobs)
+  uploads.deleteFrozenDirs()
 
   // resume from the record when the DB holds exactly the SSTs it lists
   cleanClose.filter(_.liveSsts == db.liveSstSizes).foreach { r =>
@@ -341,7 +342,7 @@ final class LineageStore(
       loaded = Some(id),
       ancestors = lineage,
       emptyAtVersion = 0,
-      uploadedSnapshotVersion = uploadedOn(lineage, before.uploadedSnapshotVersion)
+      uploadedSnapshotVersion = uploads.uploadedOn(lineage, before.uploadedSnapshotVersion)
     )
     val sinceSnapshot = id.version - committed.presumedSnapshotVersion
     val lagging = id.version - committed.uploadedSnapshotVersion > settings.maxSnapshotLagDeltas
@@ -354,60 +355,27 @@ final class LineageStore(
     // freeze ran on the task thread, is gone: off that thread it only added an SST per snapshot interval,
     // a near-complete copy of the store where every key changes every batch, docs/benchmarks.md.)
     val checkpointed =
-      if (freezing) Some(db.commitAndCheckpointInBackground(emptyFrozenDir(id)))
+      if (freezing) Some(db.commitAndCheckpointInBackground(uploads.emptyFrozenDir(id)))
       else { db.commitInBackground(); None }
     crash.at(CrashPoints.CommitAfterLocalApply)
     local.set(committed)
     checkpointed.foreach(frozen(committed, _))
-    if (lagging) catchUp(id)
+    if (lagging && uploads.catchUp(id)) {
+      val now = local.get
+      if (now.loaded.contains(id)) local.set(now.copy(uploadedSnapshotVersion = id.version))
+    }
     counters.lastCommitMs.set(clock() - start)
     cleanups.fileWritten(CheckpointFile(id, CheckpointId.Delta))
     id
   }
 
-  /** The newest snapshot version known uploaded on `lineage` (a commit's parent and ancestors): `known`, or
-    * one this store uploaded since (the maintenance thread records them in `recentUploads`).
-    */
-  private def uploadedOn(lineage: Seq[CheckpointId], known: Long): Long = {
-    val onLineage = lineage.toSet
-    (known +: uploads.recentUploads.filter(onLineage.contains).map(_.version)).max
-  }
-
-  /** The catch-up snapshot: the lineage went more than `maxSnapshotLagDeltas` deltas without a snapshot known
-    * to be uploaded (maintenance did not run before the process or the provider went away, as with short
-    * availableNow runs, or uploads failed). The commit uploads what is frozen itself, on the batch's path:
-    * without it, nothing bounds the lag when every run ends before maintenance. Its cost is one snapshot
-    * upload per `maxSnapshotLagDeltas` commits at most, and none while maintenance keeps up. A failed upload
-    * does not fail the commit (its delta is written): the next commit tries again.
-    */
-  private def catchUp(id: CheckpointId): Unit = {
-    counters.catchUpSnapshots.incrementAndGet()
-    crash.at(CrashPoints.CatchUpBeforeUpload)
-    try {
-      uploadSnapshots()
-      val now = local.get
-      if (now.loaded.contains(id) && files.hasSnapshot(id))
-        local.set(now.copy(uploadedSnapshotVersion = id.version))
-    } catch {
-      case scala.util.control.NonFatal(e) =>
-        counters.catchUpFailures.incrementAndGet()
-        lastCatchUpFailure = Some(e)
-    }
-  }
-
-  /** Why the last catch-up upload failed, if it did (logged by the provider). */
-  @volatile var lastCatchUpFailure: Option[Throwable] = None
+  /** Why the last catch-up upload failed, if one did since the last call (logged by the provider). */
+  def takeCatchUpFailure(): Option[Throwable] = uploads.takeCatchUpFailure()
 
   /** Deltas the loaded checkpoint stands past the newest snapshot known uploaded on its lineage (0 when
     * nothing is loaded): what a cold restore replays at most.
     */
-  def snapshotLag: Long = {
-    val now = local.get
-    now.loaded.filterNot(_.isEmptyState) match {
-      case Some(l) => l.version - uploadedOn(l +: now.ancestors, now.uploadedSnapshotVersion)
-      case None    => 0L
-    }
-  }
+  def snapshotLag: Long = uploads.lag(local.get)
 
   def abort(): Unit = {
     db.abort()
@@ -416,23 +384,12 @@ final class LineageStore(
     columnFamilies.reload()
   }
 
-  /** Where the snapshot of checkpoint `id` is frozen. */
-  private def frozenDir(id: CheckpointId): File = new File(frozenRoot, id.toString)
-
-  /** [[frozenDir]], emptied, for a new checkpoint. */
-  private def emptyFrozenDir(id: CheckpointId): File = {
-    val dir = frozenDir(id)
-    deleteRecursively(dir)
-    dir.getParentFile.mkdirs()
-    dir
-  }
-
   /** Queues the hard-link checkpoint of the committed state `at`, complete once `checkpointed` is, for
     * upload; the lineage then presumes its snapshot.
     */
   private def frozen(at: LocalState, checkpointed: java.util.concurrent.Future[Unit]): Unit = {
     val id = at.loaded.get
-    uploads.add(Frozen(id, at.ancestors, frozenDir(id), at.hashes, checkpointed))
+    uploads.add(Frozen(id, at.ancestors, uploads.frozenDir(id), at.hashes, checkpointed))
     local.set(at.copy(ancestors = Nil, presumedSnapshotVersion = id.version))
     crash.at(CrashPoints.SnapshotAfterFreeze)
   }
@@ -442,7 +399,7 @@ final class LineageStore(
     val now = local.get
     // a commit that froze it already (its checkpoint may still be in the making) leaves nothing to do
     now.loaded.filterNot(id => id.isEmptyState || uploads.frozenIds.contains(id)).foreach { id =>
-      db.checkpointTo(emptyFrozenDir(id))
+      db.checkpointTo(uploads.emptyFrozenDir(id))
       frozen(now, java.util.concurrent.CompletableFuture.completedFuture(()))
     }
   }
@@ -463,7 +420,7 @@ final class LineageStore(
     * store that closes (query stop, unload, executor shutdown) loses no snapshot it froze. Past the bound the
     * upload is abandoned where it is (the thread is interrupted; its blobs are pending, swept later) and the
     * close goes on: nothing committed is lost, the deltas hold it, and the lineage's next commits catch up
-    * (see `catchUp`). Returns the checkpoints still frozen, i.e. not uploaded.
+    * (see [[SnapshotUploads.catchUp]]). Returns the checkpoints still frozen, i.e. not uploaded.
     */
   def uploadBeforeClose(timeoutMs: Long): Seq[CheckpointId] = uploads.beforeClose(timeoutMs)
 
@@ -503,13 +460,13 @@ final class LineageStore(
           last.ancestors,
           db.liveSstSizes,
           last.hashes.toMap,
-          uploadedOn(id +: last.ancestors, last.uploadedSnapshotVersion)
+          uploads.uploadedOn(id +: last.ancestors, last.uploadedSnapshotVersion)
         )
       }.toOption
     }
     local.set(LocalState.Unknown(last.hashes))
     db.close()
-    deleteRecursively(frozenRoot)
+    uploads.deleteFrozenDirs()
     record.foreach(CleanCloseRecord.write(localRoot, _))
   }
 

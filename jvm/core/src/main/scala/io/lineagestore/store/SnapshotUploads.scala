@@ -1,5 +1,6 @@
 package io.lineagestore.store
 
+import java.io.File
 import java.util.concurrent.{ConcurrentLinkedDeque, ConcurrentLinkedQueue}
 import java.util.concurrent.locks.ReentrantReadWriteLock
 
@@ -9,16 +10,19 @@ import io.lineagestore.format.SnapshotIndex
 import io.lineagestore.lineage.{CheckpointFile, CheckpointId}
 
 /** One store's frozen checkpoints on their way to the blob store: the queue a commit's freeze adds to and an
-  * upload drains, oldest first, each snapshot diffed against the last one completed.
+  * upload drains, oldest first, each snapshot diffed against the last one completed; and how far a lineage
+  * stands past the snapshots known uploaded (its lag), with the catch-up upload that bounds it.
   *
   * Threads: the task thread adds (a freeze, whose checkpoint an apply thread may still be writing: an upload
-  * waits for it) and reads [[recentUploads]]; maintenance, a commit's catch-up and a close may all upload,
-  * one at a time (`uploading`). The queue and the recent uploads are concurrent collections, `lastUploaded`
-  * is volatile (a restore sets it too). Blob deletion by clean-up and uploads exclude each other through
-  * [[pausingUploads]]: an upload's new blobs are referenced by no zip until it finishes.
+  * waits for it), reads [[recentUploads]] and runs [[catchUp]]; maintenance, a commit's catch-up and a close
+  * may all upload, one at a time (`uploading`). The queue and the recent uploads are concurrent collections,
+  * `lastUploaded` is volatile (a restore sets it too). Blob deletion by clean-up and uploads exclude each
+  * other through [[pausingUploads]]: an upload's new blobs are referenced by no zip until it finishes. What
+  * the local DB holds is the caller's ([[LineageStore]]): the methods that need it are given it.
   */
 private[store] final class SnapshotUploads(
     files: CheckpointFiles,
+    frozenRoot: File,
     crash: CrashPoints,
     clock: () => Long,
     counters: StoreCounters,
@@ -26,6 +30,63 @@ private[store] final class SnapshotUploads(
     pendingBlobs: PendingBlobs
 ) {
   import LineageStoreState._
+
+  /** Where the snapshot of checkpoint `id` is frozen. */
+  def frozenDir(id: CheckpointId): File = new File(frozenRoot, id.toString)
+
+  /** [[frozenDir]], emptied, for a new checkpoint. */
+  def emptyFrozenDir(id: CheckpointId): File = {
+    val dir = frozenDir(id)
+    LocalDirectories.deleteRecursively(dir)
+    dir.getParentFile.mkdirs()
+    dir
+  }
+
+  /** Forgets every frozen directory (a store opening on a reused local directory, or closing). */
+  def deleteFrozenDirs(): Unit = LocalDirectories.deleteRecursively(frozenRoot)
+
+  /** The newest snapshot version known uploaded on `lineage` (a commit's parent and ancestors): `known`, or
+    * one this store uploaded since (the maintenance thread records them in [[recentUploads]]).
+    */
+  def uploadedOn(lineage: Seq[CheckpointId], known: Long): Long = {
+    val onLineage = lineage.toSet
+    (known +: recentUploads.filter(onLineage.contains).map(_.version)).max
+  }
+
+  /** Deltas between the checkpoint loaded in `now` and the newest snapshot known uploaded on its lineage (0
+    * when nothing is loaded): what a cold restore replays at most.
+    */
+  def lag(now: LocalState): Long =
+    now.loaded.filterNot(_.isEmptyState) match {
+      case Some(l) => l.version - uploadedOn(l +: now.ancestors, now.uploadedSnapshotVersion)
+      case None    => 0L
+    }
+
+  /** The catch-up snapshot of commit `id`: its lineage went more than `maxSnapshotLagDeltas` deltas without a
+    * snapshot known to be uploaded (maintenance did not run before the process or the provider went away, as
+    * with short availableNow runs, or uploads failed). The commit uploads what is frozen itself, on the
+    * batch's path: without it, nothing bounds the lag when every run ends before maintenance. Its cost is one
+    * snapshot upload per `maxSnapshotLagDeltas` commits at most, and none while maintenance keeps up. A
+    * failed upload does not fail the commit (its delta is written): the next commit tries again. Returns
+    * whether `id`'s own snapshot is uploaded now.
+    */
+  def catchUp(id: CheckpointId): Boolean = {
+    counters.catchUpSnapshots.incrementAndGet()
+    crash.at(CrashPoints.CatchUpBeforeUpload)
+    try {
+      upload()
+      files.hasSnapshot(id)
+    } catch {
+      case scala.util.control.NonFatal(e) =>
+        counters.catchUpFailures.incrementAndGet()
+        lastCatchUpFailure.set(e)
+        false
+    }
+  }
+
+  /** Why the last catch-up upload failed, if one did since the last call (the provider logs it). */
+  def takeCatchUpFailure(): Option[Throwable] = Option(lastCatchUpFailure.getAndSet(null))
+  private val lastCatchUpFailure = new java.util.concurrent.atomic.AtomicReference[Throwable]()
 
   private val frozen = new ConcurrentLinkedQueue[Frozen]()
   // the checkpoints whose snapshots were uploaded last, newest first (a commit credits its lineage with the

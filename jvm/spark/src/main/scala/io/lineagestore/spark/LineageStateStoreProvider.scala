@@ -233,7 +233,7 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
   private[spark] def afterCommit(id: CheckpointId, catchUpsBefore: Long): Unit = {
     val c = store.counters
     if (c.catchUpSnapshots.get > catchUpsBefore) {
-      val failure = store.lastCatchUpFailure.filter(_ => c.catchUpFailures.get > 0)
+      val failure = store.takeCatchUpFailure()
       logWarning(
         s"lineagestore $storeId: the lineage of $id had no uploaded snapshot for more than " +
           s"${LineageConf.MaxSnapshotLagDeltas.key} deltas (maintenance did not upload before the query or " +
@@ -241,7 +241,6 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
             ", lag now " + store.snapshotLag
           )(e => s", which failed ($e); the next commit tries again")
       )
-      store.lastCatchUpFailure = None
       reportUploads(store)
     }
   }
