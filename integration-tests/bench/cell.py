@@ -113,14 +113,20 @@ class Runner:
         builder = builder.config("spark.jars", ",".join(jars))
         # transformWithState on lineagestore (the tws workload); leaves every other plan as it is
         builder = builder.config("spark.sql.extensions", "io.lineagestore.spark.LineageSessionExtensions")
+        # the counting filesystem's classes and async-profiler's Java API (--profiler cpu)
+        class_path = [
+            p
+            for p in (s["counting_classes"] if self.store == "local" else "", s.get("profiler_jar", ""))
+            if p
+        ]
+        if class_path:
+            builder = builder.config("spark.driver.extraClassPath", os.pathsep.join(class_path))
         if self.store == "local":
-            builder = (
-                builder.config("spark.driver.extraClassPath", s["counting_classes"])
-                .config("spark.hadoop.fs.lsbench.impl", "io.lineagestore.bench.CountingFileSystem")
-                .config(
-                    "spark.hadoop.fs.AbstractFileSystem.lsbench.impl",
-                    "io.lineagestore.bench.CountingFileSystem$Fs",
-                )
+            builder = builder.config(
+                "spark.hadoop.fs.lsbench.impl", "io.lineagestore.bench.CountingFileSystem"
+            ).config(
+                "spark.hadoop.fs.AbstractFileSystem.lsbench.impl",
+                "io.lineagestore.bench.CountingFileSystem$Fs",
             )
         self.spark = builder.getOrCreate()
         self.jvm_pid = int(self.spark._jvm.java.lang.ProcessHandle.current().pid())
@@ -222,18 +228,29 @@ class Runner:
         return raw_get_throughput(client, s["bucket"], prefix, restored_bytes, threads=s["raw_get_threads"])
 
     def start_profile(self, path: str):
-        """A JFR recording (settings "profile": 20 ms CPU samples) of the driver JVM, which runs the tasks in
-        local mode, to be written to ``path`` by ``stop_profile``; None when ``path`` is empty (no
-        --profile-restore / --profile-commits)."""
+        """A profile of the driver JVM, which runs the tasks in local mode, to be written to ``path`` by
+        ``stop_profile``; None when ``path`` is empty (no --profile-restore / --profile-commits). A
+        ``.collapsed`` path: async-profiler's CPU samples of every thread (``--profiler cpu``,
+        cpu_profile.py); otherwise a JFR recording (settings "profile": 10 ms Java samples)."""
         if not path:
             return None
+        if path.endswith(".collapsed"):
+            import cpu_profile
+
+            profiler = self.spark._jvm.one.profiler.AsyncProfiler.getInstance(self.spec["profiler_lib"])
+            profiler.execute(cpu_profile.start_command())
+            return profiler
         jfr = self.spark._jvm.jdk.jfr
         recording = jfr.Recording(jfr.Configuration.getConfiguration("profile"))
         recording.start()
         return recording
 
     def stop_profile(self, recording, path: str) -> None:
-        if recording is not None:
+        if recording is not None and path.endswith(".collapsed"):
+            import cpu_profile
+
+            recording.execute(cpu_profile.stop_command(path))
+        elif recording is not None:
             recording.stop()
             recording.dump(self.spark._jvm.java.io.File(path).toPath())
             recording.close()

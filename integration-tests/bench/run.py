@@ -39,6 +39,7 @@ REPO = HERE.parent.parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
+import cpu_profile  # noqa: E402
 from busy import CpuLoad  # noqa: E402
 from cell import PROVIDERS  # noqa: E402
 from presets import PRESET_WORKLOADS, PRESETS  # noqa: E402
@@ -222,7 +223,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument(
         "--profile-commits",
         action="store_true",
-        help="record a JFR profile of each cell's steady batches into the output directory",
+        help="record a profile of each cell's steady batches into the output directory (--profiler)",
+    )
+    ap.add_argument(
+        "--profiler",
+        choices=("jfr", "cpu"),
+        default="jfr",
+        help="--profile-commits's profiler: jfr (Java code only; jfr_profile.py) or cpu (async-profiler's CPU "
+        "samples of every thread, Java and native, fetched from Maven Central; cpu_profile.py)",
     )
     ap.add_argument(
         "--profile-restore",
@@ -292,6 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     jar = work / jar_src.name  # a stable copy: the build may replace the jar while the benchmark runs
     shutil.copy2(jar_src, jar)
     counting = compile_counting_fs(work / "counting-classes") if args.store == "local" else None
+    profiler = cpu_profile.library() if args.profile_commits and args.profiler == "cpu" else None
     (work / "log4j2.properties").write_text(LOG4J)
     confs = spark_confs(settings, args.conf)
     if args.store == "s3":
@@ -372,9 +381,14 @@ def main(argv: list[str] | None = None) -> int:
             "jfr_path": str(out / f"r{rnd}-{workload}-{provider}.cold-restore.jfr")
             if args.profile_restore
             else "",
-            "jfr_steady_path": str(out / f"r{rnd}-{workload}-{provider}.steady.jfr")
+            "jfr_steady_path": str(
+                out
+                / f"r{rnd}-{workload}-{provider}.steady.{'collapsed' if args.profiler == 'cpu' else 'jfr'}"
+            )
             if args.profile_commits
             else "",
+            "profiler_jar": str(profiler[0]) if profiler else "",
+            "profiler_lib": str(profiler[1]) if profiler else "",
             "restores": settings["restores"],
             "sizes": {
                 k: settings[k]

@@ -251,3 +251,53 @@ def test_busy_load_ends_with_the_process_that_started_it():
         time.sleep(0.1)
     os.kill(pid, 9)
     pytest.fail(f"spinner {pid} outlived the process that started it")
+
+
+def test_cpu_profile_splits_the_store_from_the_rest_of_the_query(tmp_path):
+    """cpu_profile.py on collapsed stacks as async-profiler writes them (lines shaped like a real profile of
+    both providers): task-thread stacks through store code (ours, RocksDB's JNI and library, Spark's RocksDB
+    provider) are the store's, Spark's state-package operator code (StateStoreRDD) is not, other threads do
+    not count; then the threads' CPU (/proc groups) split per batch: RocksDB's and our threads wholly the
+    store's, the task threads by that share, GC and JIT apart."""
+    import cpu_profile
+
+    task = "[Executor task launch worker for task 1.0 in stage 7.0 (TID 30) tid=101]"
+    idle_task = "[Executor task idle worker#97 tid=102]"
+    rdd = "org/apache/spark/sql/execution/streaming/state/StateStoreRDD.compute"
+    lines = [
+        f"{task};java/lang/Thread.run;{rdd};org/apache/spark/sql/execution/streaming/state/"
+        "RocksDBStateStoreProvider$RocksDBStateStore.put;Java_org_rocksdb_RocksDB_put__JJ_3BII_3BII;"
+        "rocksdb::MemTable::Add 20",
+        f"{idle_task};java/lang/Thread.run;{rdd};io/lineagestore/spark/LineageStateStore.put 5",
+        f"{task};java/lang/Thread.run;{rdd};__GI_write;rocksdb::BlockFetcher::ReadBlock 5",
+        f"{task};java/lang/Thread.run;{rdd};org/apache/spark/sql/catalyst/expressions/UnsafeRow.copy 70",
+        "[rocksdb:high tid=201];start_thread;rocksdb::FlushJob::Run 15",
+        "[stream execution thread for lsbench_agg [id = 1, runId = 2] tid=205];io/lineagestore/x.y 10",
+    ]
+    path = tmp_path / "p.collapsed"
+    path.write_text("\n".join(lines) + "\n")
+    assert cpu_profile.task_samples(str(path)) == (100, 30)
+
+    proc = {
+        "Executor task i": 8.0,
+        "Executor task l": 2.0,
+        "rocksdb:high": 1.0,
+        "lineagestore-ap": 1.0,
+        "state-store-mai": 0.5,
+        "GC Thread": 0.4,
+        "G1 Conc": 0.2,
+        "C2 CompilerThre": 0.6,
+        "stream executio": 0.3,
+    }
+    got = cpu_profile.split(proc, batches=2, task_store_share=0.3)
+    want = {
+        "task threads, in the store": 1.5,
+        "task threads, the query": 3.5,
+        "store threads": 1.25,
+        "GC": 0.3,
+        "JIT": 0.3,
+        "other threads": 0.15,
+        "the store": 2.75,
+        "all": 7.0,
+    }
+    assert {k: round(got[k], 3) for k in want} == want
