@@ -257,8 +257,8 @@ def test_cpu_profile_splits_the_store_from_the_rest_of_the_query(tmp_path):
     """cpu_profile.py on collapsed stacks as async-profiler writes them (lines shaped like a real profile of
     both providers): task-thread stacks through store code (ours, RocksDB's JNI and library, Spark's RocksDB
     provider) are the store's, Spark's state-package operator code (StateStoreRDD) is not, other threads do
-    not count; then the threads' CPU (/proc groups) split per batch: RocksDB's and our threads wholly the
-    store's, the task threads by that share, GC and JIT apart."""
+    not count; then per batch: the task threads from those samples, RocksDB's and our threads (their /proc
+    CPU) wholly the store's, GC and JIT apart, /proc's task-thread figure unused."""
     import cpu_profile
 
     task = "[Executor task launch worker for task 1.0 in stage 7.0 (TID 30) tid=101]"
@@ -289,15 +289,16 @@ def test_cpu_profile_splits_the_store_from_the_rest_of_the_query(tmp_path):
         "C2 CompilerThre": 0.6,
         "stream executio": 0.3,
     }
-    got = cpu_profile.split(proc, batches=2, task_store_share=0.3)
+    # the task threads from the samples (100 samples of 10 ms over 2 batches), not from /proc
+    got = cpu_profile.split(proc, batches=2, task=(100, 30))
     want = {
-        "task threads, in the store": 1.5,
-        "task threads, the query": 3.5,
+        "task threads, in the store": 0.15,
+        "task threads, the query": 0.35,
         "store threads": 1.25,
         "GC": 0.3,
         "JIT": 0.3,
         "other threads": 0.15,
-        "the store": 2.75,
-        "all": 7.0,
+        "the store": 1.4,
+        "all": 2.5,
     }
     assert {k: round(got[k], 3) for k in want} == want
