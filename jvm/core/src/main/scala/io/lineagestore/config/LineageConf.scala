@@ -143,8 +143,11 @@ object LineageConf {
     "maxPendingBytes",
     1L << 30,
     "Upper bound on the uncommitted changes one batch of one partition may hold in memory (keys and values, " +
-      "before commit). The batch's delta, compressed as the batch runs when each change is its key's first, " +
-      "is held beside them (at most about as large again, for incompressible values). Accepts k/m/g suffixes.",
+      "before commit; its delta goes to the blob store as the batch runs). Committed batches waiting for the " +
+      "executor's apply threads to write them into RocksDB are bounded by the same amount, executor-wide (the " +
+      "largest value among the executor's stores): a commit past it waits for earlier ones. A first batch " +
+      "larger than this per partition (a backfill) fails with an error naming this key: raise it, with heap " +
+      "for it, or use more shuffle partitions. Accepts k/m/g suffixes.",
     min = 1L << 20
   )
   val LocalDir: ConfEntry[String] = string(

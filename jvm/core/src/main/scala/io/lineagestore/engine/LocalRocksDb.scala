@@ -60,8 +60,11 @@ final class LocalRocksDb(
     pendingLimitBytes: Long,
     pendingLimitKey: String,
     applyPool: java.util.concurrent.Executor = SharedApplyPool.pool,
-    openLog: () => BatchLog = BatchLog.None
+    openLog: () => BatchLog = BatchLog.None,
+    backlog: ApplyBacklog = null
 ) extends AutoCloseable {
+  // committed batches not yet written, bounded executor-wide (the store's own bound by default)
+  private val applyBacklog = Option(backlog).getOrElse(SharedApplyPool.backlog(pendingLimitBytes))
   RocksDB.loadLibrary()
 
   private val (cache, writeBufferManager) = SharedRocksDbMemory(tuning.memoryBytes)
@@ -159,15 +162,19 @@ final class LocalRocksDb(
       if (behind != null) throw new LocalApplyFailed(dir, behind)
       db.get(readOptions, key)
     } else if (f.written.isDone) { settleInFlight(rethrow = true); db.get(readOptions, key) }
-    else
-      f.writes.lookup(key) match {
-        case null => db.get(readOptions, key)
-        // a change that appends to the value before it: that value is RocksDB's only until the write
-        // lands, after which RocksDB holds the appended one; wait, rather than read it mid-way
-        case entry if PendingWrites.needsCommitted(entry) =>
-          settleInFlight(rethrow = true); db.get(readOptions, key)
-        case entry => PendingWrites.resolve(entry, null)
-      }
+    else {
+      val writes = f.writes // null once RocksDB holds them all
+      if (writes == null) db.get(readOptions, key)
+      else
+        writes.lookup(key) match {
+          case null => db.get(readOptions, key)
+          // a change that appends to the value before it: that value is RocksDB's only until the write
+          // lands, after which RocksDB holds the appended one; wait, rather than read it mid-way
+          case entry if PendingWrites.needsCommitted(entry) =>
+            settleInFlight(rethrow = true); db.get(readOptions, key)
+          case entry => PendingWrites.resolve(entry, null)
+        }
+    }
   }
 
   /** `everyChange`: keep this change beside the key's earlier ones in this batch (see [[PendingWrites]]). */
@@ -218,17 +225,20 @@ final class LocalRocksDb(
     */
   def commitInBackground(after: () => Unit = () => ()): java.util.concurrent.CompletableFuture[Unit] = {
     settleInFlight(rethrow = true)
+    val held = applyBacklog.acquire(current.sizeBytes)
     val writes = current
     current = new PendingWrites(pendingLimitBytes, pendingLimitKey, openLog)
     Option(writes.takeLog()).foreach(_.discard()) // a caller that wanted the batch's log took it before
     val f = new InFlight(writes, new java.util.concurrent.CompletableFuture[Unit])
     inFlight = f
     val afterDone = new java.util.concurrent.CompletableFuture[Unit]
-    applyPool.execute { () =>
+    val apply: Runnable = { () =>
       // `written` completes only once `after` has run: whatever waits for the batch (the next commit) also
       // waits for what `after` does with it (a checkpoint of exactly this batch's state, say)
       try {
         writeBatch(writes)
+        // RocksDB holds the batch: reads need it no more, and its memory is free before the store's next use
+        f.writes = null
         try { after(); afterDone.complete(()) }
         catch { case t: Throwable => afterDone.completeExceptionally(t) }
         f.written.complete(())
@@ -236,7 +246,17 @@ final class LocalRocksDb(
         case t: Throwable =>
           afterDone.completeExceptionally(t)
           f.written.completeExceptionally(t)
+      } finally {
+        f.writes = null
+        applyBacklog.release(held)
       }
+    }
+    try applyPool.execute(apply)
+    catch {
+      case t: Throwable => // never started (a pool shut down): nothing holds the backlog's bytes
+        applyBacklog.release(held)
+        f.written.completeExceptionally(t)
+        throw t
     }
     afterDone
   }
@@ -357,9 +377,12 @@ final class LocalRocksDb(
   /** Names of the files of the live database (for metrics and tests). */
   def liveFileNames: Seq[String] = db.getLiveFilesMetaData.asScala.map(_.fileName().stripPrefix("/")).toSeq
 
+  /** Bytes of the last committed batch while an apply thread still holds it (0 once RocksDB does). */
+  def inFlightBytes: Long = Option(inFlight).flatMap(f => Option(f.writes)).map(_.sizeBytes).getOrElse(0L)
+
   def approximateMemoryBytes: Long =
     scala.util.Try(db.getLongProperty("rocksdb.cur-size-all-mem-tables")).getOrElse(0L) + pending.sizeBytes +
-      Option(inFlight).map(_.writes.sizeBytes).getOrElse(0L)
+      inFlightBytes
 
   private def closeIterator(it: RocksIterator): Unit = openIterators.synchronized {
     if (openIterators.remove(it)) it.close()
@@ -376,9 +399,13 @@ final class LocalRocksDb(
   }
 }
 
-/** A batch handed to an apply thread, and whether it reached RocksDB. */
+/** A batch handed to an apply thread, and whether it reached RocksDB. `writes` is set to null by the apply
+  * thread once RocksDB holds them (or the write failed), so a batch's memory does not wait for its store's
+  * next use (a store may not be used again for a whole batch interval); a reader that finds null reads
+  * RocksDB.
+  */
 private final class InFlight(
-    val writes: PendingWrites,
+    @volatile var writes: PendingWrites,
     val written: java.util.concurrent.CompletableFuture[Unit]
 )
 

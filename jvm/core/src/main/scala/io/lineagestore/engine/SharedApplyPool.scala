@@ -10,6 +10,17 @@ import java.util.concurrent.atomic.AtomicInteger
   * bounded pool cannot deadlock.
   */
 object SharedApplyPool {
+  private var sharedBacklog: ApplyBacklog = null
+
+  /** The executor's backlog of committed batches not yet written ([[ApplyBacklog]]), bounded by the largest
+    * `limitBytes` (a store's `maxPendingBytes`) it was asked for.
+    */
+  def backlog(limitBytes: Long): ApplyBacklog = synchronized {
+    if (sharedBacklog == null) sharedBacklog = new ApplyBacklog(limitBytes)
+    else sharedBacklog.raiseTo(limitBytes)
+    sharedBacklog
+  }
+
   lazy val pool: ExecutorService = {
     val counter = new AtomicInteger
     Executors.newFixedThreadPool(
