@@ -87,6 +87,7 @@ def run_one(args: argparse.Namespace, extra: list[str], size: str, mode: str, ou
         str(overrides["update_fraction"]),
         "--value-bytes",
         str(overrides["value_bytes"]),
+        *(["--partitions", str(overrides["partitions"])] if "partitions" in overrides else []),
         *(["--busy", str(args.busy)] if mode == "busy" else []),
         *(["--batches", str(args.batches)] if args.batches else []),
         *extra,
