@@ -461,6 +461,13 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"    {sp['workload']:6s} {sp['provider']:12s} {result.get('status')}{err}", flush=True)
             print(f"    ({elapsed:.0f}s)", flush=True)
             done += len(group)
+            if not args.keep_work and not args.work_dir:
+                # the cells' state, checkpoints and inputs are measured: free the disk before the next cell
+                # (two providers' 10 GiB states and checkpoints did not fit side by side)
+                for sp in group:
+                    for d in Path(sp["work_dir"]).iterdir():
+                        if d.is_dir():
+                            shutil.rmtree(d, ignore_errors=True)
     finally:
         if limit is not None:
             limit.stop()
