@@ -345,14 +345,18 @@ def thread_cpu_table(names: list[str], provs: dict[str, Any], steady_batches: in
     rows = sorted(totals, key=totals.get, reverse=True)[:top]
     n = max(1, steady_batches)
     lines = [
-        "JVM CPU seconds per steady batch by thread group (the busiest; every thread of the process):",
+        "JVM CPU seconds per steady batch by thread group (the busiest, of the threads alive at the window's "
+        "end: a thread that ended within it, such as a task thread Spark retired, is missing; the JVM's whole "
+        "CPU is the figure above, and `--profiler cpu` counts every thread):",
         "",
         "| thread group | " + " | ".join(names) + " |",
         "|---|" + "---|" * len(names),
     ]
     for g in rows:
         lines.append(f"| `{g}` | " + " | ".join(f"{per[p].get(g, 0.0) / n:.3f}" for p in names) + " |")
-    lines.append("| all threads | " + " | ".join(f"{sum(per[p].values()) / n:.3f}" for p in names) + " |")
+    lines.append(
+        "| all live threads | " + " | ".join(f"{sum(per[p].values()) / n:.3f}" for p in names) + " |"
+    )
     return [*lines, ""]
 
 
