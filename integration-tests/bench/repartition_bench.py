@@ -76,8 +76,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 # ------------------------------------------------------------------------------------------- set-up
 def start_session(work: Path, s3: Any | None):
+    from environment import compile_counting_fs, find_jar
     from pyspark.sql import SparkSession
-    from run import compile_counting_fs, find_jar
 
     import lineagestore
 

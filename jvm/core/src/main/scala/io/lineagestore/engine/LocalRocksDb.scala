@@ -419,52 +419,6 @@ final class LocalApplyFailed(dir: File, cause: Throwable)
       cause
     )
 
-/** An iterator holding a native resource; closed when exhausted or by [[close]]. */
-trait CloseableIterator[A] extends Iterator[A] with AutoCloseable
-
-/** Merges committed entries with pending ones (both ascending, bytewise); a pending entry replaces the
-  * committed entry of the same key by its resolved value (a pending merge appends to it), and a pending
-  * delete hides it.
-  */
-final class MergedIterator(
-    base: Iterator[(Array[Byte], Array[Byte])],
-    pending: Iterator[(Array[Byte], PendingWrites.Entry)],
-    onClose: () => Unit
-) extends CloseableIterator[(Array[Byte], Array[Byte])] {
-  private val b = base.buffered
-  private val p = pending.buffered
-  private var nextEntry: (Array[Byte], Array[Byte]) = _
-  private var closed = false
-
-  private def advance(): Unit = {
-    nextEntry = null
-    while (nextEntry == null && (b.hasNext || p.hasNext)) {
-      val cmp =
-        if (!b.hasNext) 1 else if (!p.hasNext) -1 else PendingWrites.Order.compare(b.head._1, p.head._1)
-      val candidate =
-        if (cmp < 0) b.next()
-        else {
-          val committed = if (cmp == 0) b.next()._2 else null
-          val (k, entry) = p.next()
-          (k, PendingWrites.resolve(entry, committed))
-        }
-      if (candidate._2 != null) nextEntry = candidate
-    }
-    if (nextEntry == null) close()
-  }
-
-  advance()
-
-  override def hasNext: Boolean = nextEntry != null
-  override def next(): (Array[Byte], Array[Byte]) = {
-    if (nextEntry == null) throw new NoSuchElementException
-    val r = nextEntry
-    advance()
-    r
-  }
-  override def close(): Unit = if (!closed) { closed = true; onClose() }
-}
-
 object LocalRocksDb {
 
   /** The memtable Bloom filter's share of a memtable: 1.3 MB of a 64 MiB one, about 24 bits per key at
@@ -483,32 +437,4 @@ object LocalRocksDb {
         s"unknown SST compression '$other': one of ${SstCompression.names.mkString(", ")}"
       )
   }
-}
-
-/** RocksDB's L0 compaction trigger for one store, chosen at each freeze from the bytes flushed in the
-  * snapshot interval it ends, against the store's size. A compaction's rewritten SSTs are new files the next
-  * snapshot uploads, and so are the L0 files a flush writes, unless a compaction merges them away first:
-  *   - where an interval's flushes add up to several copies of the store (a million rows per batch, every key
-  *     changed in every flush), compacting at 4 L0 files merges those copies before the snapshot uploads them
-  *     all (the `1m-1m-100b` cell's SST bytes per batch fell from 43-48 to 35-37 MiB, under Spark's
-  *     provider's 32 MiB plus its larger changelogs, docs/benchmarks.md);
-  *   - otherwise the interval's flushes hold mostly different keys (small batches, or batches of a tenth of
-  *     the keys), and each compaction rewrites the store to take in little: compacting at 8 instead of
-  *     RocksDB's 4 halves those rewrites (the `default` preset's SST bytes per batch fell by a quarter) and
-  *     the compaction threads' work (at 1 KiB values, 0.54 s per batch at 4 against 0.36 s at 8).
-  * A margin between the two keeps a store near the boundary from switching at every freeze.
-  */
-object CompactionTrigger {
-  val FewCopies = 8
-  val ManyCopies = 4
-  val Initial: Int = FewCopies
-
-  /** The trigger after an interval that flushed `flushedBytes` into a store of `storeBytes`, given the
-    * `current`.
-    */
-  def forInterval(flushedBytes: Long, storeBytes: Long, current: Int): Int =
-    if (storeBytes <= 0) current
-    else if (flushedBytes >= 3 * storeBytes) ManyCopies
-    else if (flushedBytes * 2 <= 3 * storeBytes) FewCopies
-    else current
 }

@@ -1,0 +1,47 @@
+package io.lineagestore.engine
+
+/** An iterator holding a native resource; closed when exhausted or by [[close]]. */
+trait CloseableIterator[A] extends Iterator[A] with AutoCloseable
+
+/** Merges committed entries with pending ones (both ascending, bytewise); a pending entry replaces the
+  * committed entry of the same key by its resolved value (a pending merge appends to it), and a pending
+  * delete hides it.
+  */
+final class MergedIterator(
+    base: Iterator[(Array[Byte], Array[Byte])],
+    pending: Iterator[(Array[Byte], PendingWrites.Entry)],
+    onClose: () => Unit
+) extends CloseableIterator[(Array[Byte], Array[Byte])] {
+  private val b = base.buffered
+  private val p = pending.buffered
+  private var nextEntry: (Array[Byte], Array[Byte]) = _
+  private var closed = false
+
+  private def advance(): Unit = {
+    nextEntry = null
+    while (nextEntry == null && (b.hasNext || p.hasNext)) {
+      val cmp =
+        if (!b.hasNext) 1 else if (!p.hasNext) -1 else PendingWrites.Order.compare(b.head._1, p.head._1)
+      val candidate =
+        if (cmp < 0) b.next()
+        else {
+          val committed = if (cmp == 0) b.next()._2 else null
+          val (k, entry) = p.next()
+          (k, PendingWrites.resolve(entry, committed))
+        }
+      if (candidate._2 != null) nextEntry = candidate
+    }
+    if (nextEntry == null) close()
+  }
+
+  advance()
+
+  override def hasNext: Boolean = nextEntry != null
+  override def next(): (Array[Byte], Array[Byte]) = {
+    if (nextEntry == null) throw new NoSuchElementException
+    val r = nextEntry
+    advance()
+    r
+  }
+  override def close(): Unit = if (!closed) { closed = true; onClose() }
+}
