@@ -227,30 +227,32 @@ class Runner:
         prefix = self.checkpoint.split(f"s3a://{s['bucket']}/", 1)[1].rstrip("/") + "/state/"
         return raw_get_throughput(client, s["bucket"], prefix, restored_bytes, threads=s["raw_get_threads"])
 
-    def start_profile(self, path: str):
+    def start_profile(self, path: str, profiler: str = "jfr"):
         """A profile of the driver JVM, which runs the tasks in local mode, to be written to ``path`` by
-        ``stop_profile``; None when ``path`` is empty (no --profile-restore / --profile-commits). A
-        ``.collapsed`` path: async-profiler's CPU samples of every thread (``--profiler cpu``,
-        cpu_profile.py); otherwise a JFR recording (settings "profile": 10 ms Java samples)."""
+        ``stop_profile``; None when ``path`` is empty (no --profile-restore / --profile-commits). ``profiler``
+        "cpu": async-profiler's CPU samples of every thread, as collapsed stacks (``--profiler cpu``,
+        cpu_profile.py); "jfr": a JFR recording (settings "profile": 10 ms Java samples)."""
         if not path:
             return None
-        if path.endswith(".collapsed"):
+        if profiler == "cpu":
             import cpu_profile
 
-            profiler = self.spark._jvm.one.profiler.AsyncProfiler.getInstance(self.spec["profiler_lib"])
-            profiler.execute(cpu_profile.start_command())
-            return profiler
+            async_profiler = self.spark._jvm.one.profiler.AsyncProfiler.getInstance(self.spec["profiler_lib"])
+            async_profiler.execute(cpu_profile.start_command())
+            return async_profiler
         jfr = self.spark._jvm.jdk.jfr
         recording = jfr.Recording(jfr.Configuration.getConfiguration("profile"))
         recording.start()
         return recording
 
-    def stop_profile(self, recording, path: str) -> None:
-        if recording is not None and path.endswith(".collapsed"):
+    def stop_profile(self, recording, path: str, profiler: str = "jfr") -> None:
+        if recording is None:
+            return
+        if profiler == "cpu":
             import cpu_profile
 
             recording.execute(cpu_profile.stop_command(path))
-        elif recording is not None:
+        else:
             recording.stop()
             recording.dump(self.spark._jvm.java.io.File(path).toPath())
             recording.close()
@@ -291,7 +293,7 @@ class Runner:
             if i == s["warmup"]:  # the steady window starts after the load batch and the warm-up batches
                 steady_raw_before = self.counters.raw()
                 threads_before = thread_cpu(self.jvm_pid)
-                steady_recording = self.start_profile(s.get("jfr_steady_path", ""))
+                steady_recording = self.start_profile(s["steady_profile_path"], s["steady_profiler"])
                 t_steady = time.time() * 1000
             if s.get("verbose"):
                 print(
@@ -304,7 +306,7 @@ class Runner:
         steady_end = self.counters.raw()
         steady = diff(steady_end, steady_raw_before)
         threads = thread_cpu(self.jvm_pid)
-        self.stop_profile(steady_recording, s.get("jfr_steady_path", ""))
+        self.stop_profile(steady_recording, s["steady_profile_path"], s["steady_profiler"])
         cpu_by_thread = {g: round(v - threads_before.get(g, 0.0), 3) for g, v in threads.items()}
         # idle window: the query keeps running without input; only maintenance does anything
         time.sleep(s["idle_s"])

@@ -278,12 +278,13 @@ def main(argv: list[str] | None = None) -> int:
             "jfr_path": str(out / f"r{rnd}-{workload}-{provider}.cold-restore.jfr")
             if args.profile_restore
             else "",
-            "jfr_steady_path": str(
+            "steady_profile_path": str(
                 out
                 / f"r{rnd}-{workload}-{provider}.steady.{'collapsed' if args.profiler == 'cpu' else 'jfr'}"
             )
             if args.profile_commits
             else "",
+            "steady_profiler": args.profiler,
             "profiler_jar": str(profiler[0]) if profiler else "",
             "profiler_lib": str(profiler[1]) if profiler else "",
             "restores": settings["restores"],
