@@ -95,12 +95,17 @@ class Runner:
         from pyspark.sql import SparkSession
 
         s = self.spec
-        log_opts = f"-Dlog4j2.configurationFile=file:{s['log4j_conf']} -Dlsbench.log={s['log_path']}"
+        # A System.gc() (Spark's periodic GC, which lets its ContextCleaner delete finished batches' shuffle
+        # files: --context-conf spark.cleaner.periodicGC.interval) runs as a concurrent cycle, not a full pause
+        java_opts = (
+            f"-Dlog4j2.configurationFile=file:{s['log4j_conf']} -Dlsbench.log={s['log_path']} "
+            "-XX:+ExplicitGCInvokesConcurrent"
+        )
         builder = (
             SparkSession.builder.master(f"local[{s['cores']}]")
             .appName("lsbench")
             .config("spark.driver.memory", s["driver_memory"])
-            .config("spark.driver.extraJavaOptions", log_opts)
+            .config("spark.driver.extraJavaOptions", java_opts)
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.local.dir", s["spark_local_dir"])
@@ -109,6 +114,8 @@ class Runner:
             .config("spark.default.parallelism", str(s["partitions"]))
             .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
         )
+        for key, value in s.get("context_confs", {}).items():
+            builder = builder.config(key, value)
         jars = [s["lineagestore_jar"], *s.get("extra_jars", [])]
         builder = builder.config("spark.jars", ",".join(jars))
         # transformWithState on lineagestore (the tws workload); leaves every other plan as it is

@@ -126,7 +126,12 @@ PRESET_WORKLOADS = {"restore": ("agg",), "scale": ("agg",)}
 # keys, 100k and 1M updated rows per batch, 100 B and 1 KiB values. At 10M keys of 1 KiB the load batch is
 # 10 GiB: over 4 partitions, 2.5 GiB of changes per store in one batch, past lineagestore's default bound on a
 # batch in progress (maxPendingBytes, 1 GiB: held in memory until commit) and what its error says to do is
-# what these sizes do, for both providers: 16 partitions, 640 MiB each.
+# what these sizes do, for both providers: 16 partitions, 640 MiB each. `context_confs`: Spark confs of the
+# cell's session (run.py --context-conf). At 10M keys and a million 1 KiB rows per batch the shuffle files
+# Spark keeps until its driver collects the batch's plan (10 GiB for the load batch, 1 GiB a batch after it)
+# came on top of 10 GiB of local state and 1 GiB of deltas a batch: past 60 GB of disk per cell, which the
+# development VM does not have. Spark's periodic GC every minute (instead of 30) lets its ContextCleaner
+# delete them as the batches end, the same for both providers.
 SCALE_SIZES: dict[str, dict[str, Any]] = {
     "1m-100k-100b": {"keys": 1_000_000, "update_fraction": 0.1, "value_bytes": 100},
     "1m-100k-1k": {"keys": 1_000_000, "update_fraction": 0.1, "value_bytes": 1024},
@@ -135,5 +140,11 @@ SCALE_SIZES: dict[str, dict[str, Any]] = {
     "10m-100k-100b": {"keys": 10_000_000, "update_fraction": 0.01, "value_bytes": 100},
     "10m-100k-1k": {"keys": 10_000_000, "update_fraction": 0.01, "value_bytes": 1024, "partitions": 16},
     "10m-1m-100b": {"keys": 10_000_000, "update_fraction": 0.1, "value_bytes": 100},
-    "10m-1m-1k": {"keys": 10_000_000, "update_fraction": 0.1, "value_bytes": 1024, "partitions": 16},
+    "10m-1m-1k": {
+        "keys": 10_000_000,
+        "update_fraction": 0.1,
+        "value_bytes": 1024,
+        "partitions": 16,
+        "context_confs": {"spark.cleaner.periodicGC.interval": "1min"},
+    },
 }

@@ -95,6 +95,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--cores", type=int, default=2, help="local[N]")
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark SQL conf")
     ap.add_argument(
+        "--context-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="Spark conf set when each cell's session starts (the SparkContext's, which a query cannot change), "
+        "the same for every provider",
+    )
+    ap.add_argument(
         "--jvm",
         choices=("per-cell", "shared"),
         default="per-cell",
@@ -160,16 +168,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def spark_confs(settings: dict[str, Any], extra: list[str]) -> dict[str, str]:
-    confs = {
-        "spark.sql.streaming.stateStore.maintenanceInterval": settings["maintenance_interval"],
-        "spark.sql.streaming.stateStore.minDeltasForSnapshot": str(settings["min_deltas_for_snapshot"]),
-        "spark.sql.streaming.minBatchesToRetain": str(settings["min_batches_to_retain"]),
-    }
+def spark_confs(settings: dict[str, Any], extra: list[str], sql: bool = True) -> dict[str, str]:
+    """The preset's SQL confs and ``extra`` (``--conf``); with ``sql`` False, ``extra`` alone
+    (``--context-conf``)."""
+    confs = (
+        {
+            "spark.sql.streaming.stateStore.maintenanceInterval": settings["maintenance_interval"],
+            "spark.sql.streaming.stateStore.minDeltasForSnapshot": str(settings["min_deltas_for_snapshot"]),
+            "spark.sql.streaming.minBatchesToRetain": str(settings["min_batches_to_retain"]),
+        }
+        if sql
+        else {}
+    )
     for item in extra:
         key, sep, value = item.partition("=")
         if not sep:
-            raise SystemExit(f"--conf {item!r}: expected KEY=VALUE")
+            raise SystemExit(f"{'--conf' if sql else '--context-conf'} {item!r}: expected KEY=VALUE")
         confs[key] = value
     return confs
 
@@ -200,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     profiler = cpu_profile.library() if args.profile_commits and args.profiler == "cpu" else None
     (work / "log4j2.properties").write_text(LOG4J)
     confs = spark_confs(settings, args.conf)
+    context_confs = spark_confs({}, args.context_conf, sql=False)
     if args.store == "s3":
         # Every request through the one cached s3a FileSystem of the bucket, so that its IOStatistics count
         # them all: FileContext (Spark's default checkpoint file manager) makes a new, uncounted S3AFileSystem
@@ -211,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         "store": args.store,
         "settings": settings,
         "spark_confs": confs,
+        "context_confs": context_confs,
         "providers": args.provider_list,
         "workloads": args.workload_list,
         "baseline": BASELINE,
@@ -270,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
             "driver_memory": settings["driver_memory"],
             "partitions": settings["partitions"],
             "confs": confs,
+            "context_confs": context_confs,
             "seed": args.seed,
             "batches": settings["batches"],
             "warmup": settings["warmup"],

@@ -88,6 +88,7 @@ def run_one(args: argparse.Namespace, extra: list[str], size: str, mode: str, ou
         "--value-bytes",
         str(overrides["value_bytes"]),
         *(["--partitions", str(overrides["partitions"])] if "partitions" in overrides else []),
+        *(x for k, v in overrides.get("context_confs", {}).items() for x in ("--context-conf", f"{k}={v}")),
         *(["--busy", str(args.busy)] if mode == "busy" else []),
         *(["--batches", str(args.batches)] if args.batches else []),
         *extra,
