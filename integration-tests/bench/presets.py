@@ -127,11 +127,12 @@ PRESET_WORKLOADS = {"restore": ("agg",), "scale": ("agg",)}
 # 10 GiB: over 4 partitions, 2.5 GiB of changes per store in one batch, past lineagestore's default bound on a
 # batch in progress (maxPendingBytes, 1 GiB: held in memory until commit) and what its error says to do is
 # what these sizes do, for both providers: 16 partitions, 640 MiB each. `context_confs`: Spark confs of the
-# cell's session (run.py --context-conf). At 10M keys and a million 1 KiB rows per batch the shuffle files
-# Spark keeps until its driver collects the batch's plan (10 GiB for the load batch, 1 GiB a batch after it)
-# came on top of 10 GiB of local state and 1 GiB of deltas a batch: past 60 GB of disk per cell, which the
-# development VM does not have. Spark's periodic GC every minute (instead of 30) lets its ContextCleaner
-# delete them as the batches end, the same for both providers.
+# cell's session (run.py --context-conf). At 10M keys and a million 1 KiB rows per batch, Spark keeps each
+# batch's shuffle files (1 GiB) until its driver collects the batch's plan; a periodic GC every minute
+# (instead of 30) lets its ContextCleaner delete them as the batches end, the same for both providers. The
+# load batch's (10 GiB) stay for the query's life whatever the provider (a probe with either kept shuffle 0
+# through GCs that deleted every later one), so the cell still needs more disk than the development VM's
+# 64 GB: docs/benchmarks.md.
 SCALE_SIZES: dict[str, dict[str, Any]] = {
     "1m-100k-100b": {"keys": 1_000_000, "update_fraction": 0.1, "value_bytes": 100},
     "1m-100k-1k": {"keys": 1_000_000, "update_fraction": 0.1, "value_bytes": 1024},
