@@ -168,24 +168,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def spark_confs(settings: dict[str, Any], extra: list[str], sql: bool = True) -> dict[str, str]:
-    """The preset's SQL confs and ``extra`` (``--conf``); with ``sql`` False, ``extra`` alone
-    (``--context-conf``)."""
-    confs = (
-        {
-            "spark.sql.streaming.stateStore.maintenanceInterval": settings["maintenance_interval"],
-            "spark.sql.streaming.stateStore.minDeltasForSnapshot": str(settings["min_deltas_for_snapshot"]),
-            "spark.sql.streaming.minBatchesToRetain": str(settings["min_batches_to_retain"]),
-        }
-        if sql
-        else {}
-    )
-    for item in extra:
+def key_values(items: list[str], flag: str) -> dict[str, str]:
+    """``KEY=VALUE`` items of a repeated command-line ``flag`` as a dict."""
+    out = {}
+    for item in items:
         key, sep, value = item.partition("=")
         if not sep:
-            raise SystemExit(f"{'--conf' if sql else '--context-conf'} {item!r}: expected KEY=VALUE")
-        confs[key] = value
-    return confs
+            raise SystemExit(f"{flag} {item!r}: expected KEY=VALUE")
+        out[key] = value
+    return out
+
+
+def spark_confs(settings: dict[str, Any], extra: list[str]) -> dict[str, str]:
+    return {
+        "spark.sql.streaming.stateStore.maintenanceInterval": settings["maintenance_interval"],
+        "spark.sql.streaming.stateStore.minDeltasForSnapshot": str(settings["min_deltas_for_snapshot"]),
+        "spark.sql.streaming.minBatchesToRetain": str(settings["min_batches_to_retain"]),
+        **key_values(extra, "--conf"),
+    }
 
 
 def cell_order(rounds: int, workloads: list[str], providers: list[str]) -> list[tuple[int, str, str]]:
@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     profiler = cpu_profile.library() if args.profile_commits and args.profiler == "cpu" else None
     (work / "log4j2.properties").write_text(LOG4J)
     confs = spark_confs(settings, args.conf)
-    context_confs = spark_confs({}, args.context_conf, sql=False)
+    context_confs = key_values(args.context_conf, "--context-conf")
     if args.store == "s3":
         # Every request through the one cached s3a FileSystem of the bucket, so that its IOStatistics count
         # them all: FileContext (Spark's default checkpoint file manager) makes a new, uncounted S3AFileSystem
