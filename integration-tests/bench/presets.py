@@ -130,9 +130,9 @@ PRESET_WORKLOADS = {"restore": ("agg",), "scale": ("agg",)}
 # cell's session (run.py --context-conf). At 10M keys and a million 1 KiB rows per batch, Spark keeps each
 # batch's shuffle files (1 GiB) until its driver collects the batch's plan; a periodic GC every minute
 # (instead of 30) lets its ContextCleaner delete them as the batches end, the same for both providers. The
-# load batch's (10 GiB) stay for the query's life whatever the provider (a probe with either kept shuffle 0
-# through GCs that deleted every later one), so the cell still needs more disk than the development VM's
-# 64 GB: docs/benchmarks.md.
+# load batch's (10 GiB) stayed through every later batch, whatever the provider (a probe with either kept
+# shuffle 0 through GCs that deleted every later one), so the cell still needs more disk than the
+# development VM's 64 GB: docs/benchmarks.md.
 SCALE_SIZES: dict[str, dict[str, Any]] = {
     "1m-100k-100b": {"keys": 1_000_000, "update_fraction": 0.1, "value_bytes": 100},
     "1m-100k-1k": {"keys": 1_000_000, "update_fraction": 0.1, "value_bytes": 1024},
