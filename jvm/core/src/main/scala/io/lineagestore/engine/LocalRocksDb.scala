@@ -74,6 +74,8 @@ final class LocalRocksDb(
   // listener's JNI callback from a flush thread aborts the process when it races the JVM's exit.
   private val statistics = new Statistics(java.util.EnumSet.allOf(classOf[HistogramType]))
   private var l0Trigger = CompactionTrigger.Initial
+  private var levelBase = CompactionTrigger.DefaultLevelBase
+  private var flushedAtLastLook = 0L // the interval's flushed bytes when adaptWithinInterval last looked
   private val bloom = new BloomFilter(10)
   private val tableConfig =
     new BlockBasedTableConfig().setBlockCache(cache).setFilterPolicy(bloom)
@@ -85,6 +87,7 @@ final class LocalRocksDb(
     .setTableFormatConfig(tableConfig)
     .setMaxOpenFiles(256)
     .setLevel0FileNumCompactionTrigger(CompactionTrigger.Initial)
+    .setMaxBytesForLevelBase(CompactionTrigger.DefaultLevelBase)
     .setStatistics(statistics)
     // A whole-key Bloom filter per memtable (a fiftieth of its size): most lookups of a batch are of keys the
     // memtables do not hold (written more than a memtable ago), and each searched every memtable's skip
@@ -118,6 +121,8 @@ final class LocalRocksDb(
     Files.createDirectories(dir.toPath)
     db = RocksDB.open(options, dir.getAbsolutePath)
     l0Trigger = CompactionTrigger.Initial
+    levelBase = CompactionTrigger.DefaultLevelBase
+    flushedAtLastLook = 0L
     statistics.getAndResetTickerCount(TickerType.FLUSH_WRITE_BYTES)
   }
 
@@ -237,6 +242,7 @@ final class LocalRocksDb(
       // waits for what `after` does with it (a checkpoint of exactly this batch's state, say)
       try {
         writeBatch(writes)
+        adaptWithinInterval()
         // RocksDB holds the batch: reads need it no more, and its memory is free before the store's next use
         f.writes = null
         try { after(); afterDone.complete(()) }
@@ -304,6 +310,7 @@ final class LocalRocksDb(
     val records = chunked()
     fill(records)
     records.finish()
+    adaptWithinInterval()
   }
 
   // RocksDB switches to a new memtable between chunks once one is full, so a chunk is at most a quarter of a
@@ -338,16 +345,51 @@ final class LocalRocksDb(
     try cp.createCheckpoint(target.getAbsolutePath)
     finally cp.close()
     adaptCompaction(statistics.getAndResetTickerCount(TickerType.FLUSH_WRITE_BYTES))
+    flushedAtLastLook = 0L
   }
 
   private def adaptCompaction(flushedBytes: Long): Unit = {
     // RocksDB's estimate of the store's size: the largest set of SSTs whose key ranges do not overlap, so
     // each key counted about once however many L0 copies hold it
     val storeBytes = db.getLongProperty("rocksdb.estimate-live-data-size")
-    val wanted = CompactionTrigger.forInterval(flushedBytes, storeBytes, l0Trigger)
-    if (wanted != l0Trigger) {
-      db.setOptions(MutableColumnFamilyOptions.builder().setLevel0FileNumCompactionTrigger(wanted).build())
+    setCompaction(CompactionTrigger.forInterval(flushedBytes, storeBytes, l0Trigger), storeBytes)
+  }
+
+  // The interval's flushes so far already hold several copies of the store: compact as for many copies now,
+  // not at the freeze, so the snapshot ending this interval (the first after every open, hence every
+  // scheduled run's) uploads what that shape leaves. Only upward: fewer copies is known only once the
+  // interval is over. The store's size is its largest level below L0 (each a sorted run a compaction made:
+  // one copy of the keys it holds, and the last level holds most of them), never the L0 files alone: flushes
+  // of keys in random order overlap, and before any compaction RocksDB's estimate counts one L0 file (a
+  // load batch of one copy would look like four).
+  private def adaptWithinInterval(): Unit = if (l0Trigger != CompactionTrigger.ManyCopies) {
+    val flushedBytes = statistics.getTickerCount(TickerType.FLUSH_WRITE_BYTES)
+    if (flushedBytes > flushedAtLastLook) {
+      flushedAtLastLook = flushedBytes
+      def manyCopies(storeBytes: Long) =
+        CompactionTrigger.forInterval(flushedBytes, storeBytes, l0Trigger) == CompactionTrigger.ManyCopies
+      val estimate = db.getLongProperty("rocksdb.estimate-live-data-size")
+      if (manyCopies(estimate)) { // cheap first: the levels' sizes only once the estimate says so
+        val sorted = db.getColumnFamilyMetaData.levels.asScala.filter(_.level() > 0).map(_.size()).maxOption
+        val storeBytes = math.max(estimate, sorted.getOrElse(0L))
+        if (sorted.exists(_ > 0) && manyCopies(storeBytes))
+          setCompaction(CompactionTrigger.ManyCopies, storeBytes)
+      }
+    }
+  }
+
+  private def setCompaction(wanted: Int, storeBytes: Long): Unit = {
+    val base = CompactionTrigger.levelBaseBytes(wanted, storeBytes)
+    if (wanted != l0Trigger || base != levelBase) {
+      db.setOptions(
+        MutableColumnFamilyOptions
+          .builder()
+          .setLevel0FileNumCompactionTrigger(wanted)
+          .setMaxBytesForLevelBase(base)
+          .build()
+      )
       l0Trigger = wanted
+      levelBase = base
     }
   }
 
