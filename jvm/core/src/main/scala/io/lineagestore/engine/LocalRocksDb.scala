@@ -70,8 +70,8 @@ final class LocalRocksDb(
   private val (cache, writeBufferManager) = SharedRocksDbMemory(tuning.memoryBytes)
   // RocksDB's counters (tickers only: no histograms or timers), read for the bytes flushed since the last
   // freeze; and the L0 compaction trigger and level base chosen from them ([[CompactionTrigger]]), read and
-  // set by whichever thread writes RocksDB, one at a time (see the class comment). Counters, not an event listener: a
-  // listener's JNI callback from a flush thread aborts the process when it races the JVM's exit.
+  // set by whichever thread writes RocksDB, one at a time (see the class comment). Counters, not an event
+  // listener: a listener's JNI callback from a flush thread aborts the process when it races the JVM's exit.
   private val statistics = new Statistics(java.util.EnumSet.allOf(classOf[HistogramType]))
   private var l0Trigger = CompactionTrigger.Initial
   private var levelBase = CompactionTrigger.DefaultLevelBase
