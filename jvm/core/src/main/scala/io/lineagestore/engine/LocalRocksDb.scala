@@ -296,10 +296,7 @@ final class LocalRocksDb(
   /** Writes a committed batch into RocksDB, in chunks ([[ChunkedWriteBatch]]). */
   private def writeBatch(writes: PendingWrites): Unit = {
     val records = chunked()
-    writes.foreachEntry { (k, entry) =>
-      val v = PendingWrites.resolve(entry, db.get(readOptions, k))
-      if (v == null) records.delete(k) else records.put(k, v)
-    }
+    writes.writeInto(records)(k => db.get(readOptions, k))
     records.finish()
   }
 

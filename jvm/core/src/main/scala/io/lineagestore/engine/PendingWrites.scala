@@ -64,7 +64,13 @@ object ListMerge {
   * Confined to the thread of the task using the store (Spark's contract: one task per store at a time);
   * [[sizeBytes]] alone may be read from another thread (metrics), and may then be a batch behind.
   *
-  * Memory is bounded: past `limitBytes` of keys and values a write fails with an error naming `limitKey`.
+  * A key's first value in the batch is copied into the batch's [[ValueArena]] (the table keeps its position),
+  * so the values of a large batch are a few region-sized arrays the garbage collector never copies; later
+  * values of the same key, and values written once a scan has ordered the batch, stay arrays of their own.
+  * Entries handed out ([[lookup]], [[find]], [[range]], [[foreachEntry]]) hold copies.
+  *
+  * Memory is bounded: past `limitBytes` of keys and values a write fails with an error naming `limitKey` (a
+  * value replaced in the arena stays counted: the arena keeps its bytes until the batch ends).
   *
   * `openLog` opens a [[BatchLog]] at a batch's first change (null: none); it sees every change while each is
   * its key's first, and is discarded at the first that is not ([[takeLog]] hands over a complete one).
@@ -76,18 +82,24 @@ object ListMerge {
   * the write then replaces holds one slot per key where a map of reads beside the writes held two entries,
   * all live through the batch's young collections (GC at a million rows per batch, docs/benchmarks.md). A
   * read's answer is committed existence, which nothing changes within a batch; whatever changes the committed
-  * state forgets it ([[forgetReads]], or the batch ends). At most [[MaxReads]] reads are remembered (later
-  * ones are not, and their writes look up). Reads are invisible to every other method: not entries, not
-  * counted in [[size]] or [[sizeBytes]], not in the delta or the batch applied.
+  * state forgets it ([[forgetReads]], or the batch ends). Reads not yet written are remembered within a
+  * budget of memory, [[ReadBudgetShare]] of `limitBytes` (later ones are not, and their writes look up; a
+  * read the batch then writes is a write, counted in [[sizeBytes]], and leaves the budget). Reads are
+  * invisible to every other method: not entries, not counted in [[size]] or [[sizeBytes]], not in the delta
+  * or the batch applied.
   */
 final class PendingWrites(limitBytes: Long, limitKey: String, openLog: () => BatchLog = BatchLog.None) {
   import PendingWrites._
 
-  // values: Array[Byte] (the key's new value), Tombstone (deleted), a Changes (every change, in order), or a
-  // Read (not written: whether the key has a committed value)
+  // values: Array[Byte] (the key's new value), InArena (the key's new value, in `arena` at the slot's
+  // number), Tombstone (deleted), a Changes (every change, in order), or a Read (not written: whether the key
+  // has a committed value)
   private var byKey = new KeyTable
+  private var arena = new ValueArena
   private var written = 0 // entries of byKey that are writes
   private var reads = 0 // entries of byKey that are Reads
+  private var readBytes = 0L // their keys' memory, as accounted for writes
+  private val readBudgetBytes = limitBytes / ReadBudgetShare
   private var ordered: ConcurrentSkipListMap[Array[Byte], AnyRef] = null // null until a range() of this batch
   private var bytes = 0L
   private var merged = false
@@ -109,7 +121,7 @@ final class PendingWrites(limitBytes: Long, limitKey: String, openLog: () => Bat
   }
 
   /** The pending entry of `key` (null: not written by this batch); read it with [[PendingWrites.resolve]]. */
-  def lookup(key: Array[Byte]): Entry = byKey.get(key) match {
+  def lookup(key: Array[Byte]): Entry = entryOf(key) match {
     case _: Read => null
     case e       => e
   }
@@ -117,20 +129,36 @@ final class PendingWrites(limitBytes: Long, limitKey: String, openLog: () => Bat
   /** What this batch knows of `key`, in one lookup: its pending entry, a remembered read
     * ([[PendingWrites.isRead]]) or null (nothing).
     */
-  def find(key: Array[Byte]): AnyRef = byKey.get(key)
+  def find(key: Array[Byte]): AnyRef = entryOf(key)
+
+  // the key's entry, an arena value copied out (null: nothing)
+  private def entryOf(key: Array[Byte]): AnyRef = {
+    val slot = byKey.slot(key)
+    if (slot < 0) null
+    else {
+      val e = byKey.entryAt(slot)
+      if (e eq InArena) arena.copyOf(byKey.numberAt(slot)) else e
+    }
+  }
 
   /** Remembers that `key` (not written by this batch, and not modified by the caller afterwards) has a
     * committed value, or not: see the class comment.
     */
   def noteRead(key: Array[Byte], exists: Boolean): Unit =
-    if (reads < MaxReads && byKey.putIfAbsent(key, if (exists) ReadPresent else ReadAbsent) == null)
+    if (
+      readBytes + key.length + EntryOverhead <= readBudgetBytes &&
+      byKey.putIfAbsent(key, if (exists) ReadPresent else ReadAbsent) == null
+    ) {
       reads += 1
+      readBytes += key.length + EntryOverhead
+    }
 
   /** Forgets every remembered read (the committed state changed under the batch). */
   def forgetReads(): Unit =
     if (reads > 0) {
       byKey = if (written == 0) new KeyTable else byKey.filtered(!_.isInstanceOf[Read])
       reads = 0
+      readBytes = 0L
     }
 
   /** Whether this batch merged into any key (its delta then holds merge records). */
@@ -158,7 +186,21 @@ final class PendingWrites(limitBytes: Long, limitKey: String, openLog: () => Bat
 
   /** Every entry once, in no particular order (applying the batch needs no order). */
   def foreachEntry(f: (Array[Byte], Entry) => Unit): Unit =
-    byKey.foreach((k, v) => if (!v.isInstanceOf[Read]) f(k, v))
+    byKey.foreachSlot { (k, v, n) =>
+      if (v eq InArena) f(k, arena.copyOf(n)) else if (!v.isInstanceOf[Read]) f(k, v)
+    }
+
+  /** Stages every write of the batch into `records`, each key's value after the batch (`committed` gives a
+    * key's committed value where that depends on it); arena values are copied straight from the arena.
+    */
+  def writeInto(records: ChunkedWriteBatch)(committed: Array[Byte] => Array[Byte]): Unit =
+    byKey.foreachSlot { (k, v, n) =>
+      if (v eq InArena) records.put(k, arena.chunkOf(n), arena.offsetOf(n), arena.lengthOf(n))
+      else if (!v.isInstanceOf[Read]) {
+        val value = resolve(v, committed(k))
+        if (value == null) records.delete(k) else records.put(k, value)
+      }
+    }
 
   /** Every change of the batch, a key's changes adjacent and in order of happening; keys in ascending order
     * when `inKeyOrder` (a delta with merge records needs it), else in no particular order (sorting a hundred
@@ -182,7 +224,7 @@ final class PendingWrites(limitBytes: Long, limitKey: String, openLog: () => Bat
       var i = 0
       foreachEntry((k, _) => { keys(i) = k; i += 1 })
       Arrays.sort(keys, Order)
-      keys.iterator.map(k => (k, byKey.get(k)))
+      keys.iterator.map(k => (k, entryOf(k)))
     }
 
   /** The batch's log if it saw every change of the batch, each its key's first (null otherwise), handed over:
@@ -199,8 +241,10 @@ final class PendingWrites(limitBytes: Long, limitKey: String, openLog: () => Bat
     */
   def clear(): Unit = {
     byKey = new KeyTable
+    arena = new ValueArena
     written = 0
     reads = 0
+    readBytes = 0L
     ordered = null
     bytes = 0L
     merged = false
@@ -209,19 +253,26 @@ final class PendingWrites(limitBytes: Long, limitKey: String, openLog: () => Bat
     refused = false
   }
 
-  /** Stores `entry` as the key's, returning the key's previous entry (null: none; a read is none). */
-  private def store(key: Array[Byte], entry: AnyRef): AnyRef = {
-    val previous = byKey.put(key, entry)
-    if (ordered != null) ordered.put(key, entry)
+  /** Stores `entry` (and `number`) as the key's, returning the key's previous entry (null: none; a read is
+    * none).
+    */
+  private def store(key: Array[Byte], entry: AnyRef, number: Long = 0L): AnyRef = {
+    val previous = byKey.put(key, entry, number)
+    if (ordered != null) ordered.put(key, entry) // never InArena: the arena takes no value once ordered
     previous match {
       case null    => written += 1; null
-      case _: Read => written += 1; reads -= 1; null
+      case _: Read => written += 1; reads -= 1; readBytes -= key.length + EntryOverhead; null
       case e       => e
     }
   }
 
   private def record(key: Array[Byte], value: Array[Byte]): Unit = {
-    val previous = store(key, value)
+    val previous =
+      if (
+        (value ne Tombstone) && ordered == null && value.length <= ValueArena.MaxValueBytes && firstWrite(key)
+      )
+        store(key, InArena, arena.add(value))
+      else store(key, value)
     account(key, previous, value.length)
     if (!logEnded) {
       if (previous != null) refuseLog()
@@ -233,6 +284,12 @@ final class PendingWrites(limitBytes: Long, limitKey: String, openLog: () => Bat
         if (value eq Tombstone) log.delete(key) else log.put(key, value)
       }
     }
+  }
+
+  // whether the batch has not written `key` yet (a remembered read is no write)
+  private def firstWrite(key: Array[Byte]): Boolean = {
+    val slot = byKey.slot(key)
+    slot < 0 || byKey.entryAt(slot).isInstanceOf[Read]
   }
 
   /** Discards the batch's log (if open): the batch is forgotten. */
@@ -283,12 +340,17 @@ object PendingWrites {
   type Entry = AnyRef
 
   private val Tombstone = new Array[Byte](0) // compared by reference: an empty value stays a value
+  private val InArena = new Object // a value in the batch's arena, at its slot's number
 
   private val EntryOverhead = 64 // skip-list node and array headers, roughly
 
-  /** Reads remembered per batch and store: 200,000 keys of ~50 bytes are ~25 MiB, held until the batch ends.
+  /** The share of a batch's bound on writes that its remembered reads may take (reads not yet written): an
+    * eighth, 128 MiB at the default bound (a million keys of about 60 bytes). Streaming aggregation reads
+    * every updated key before writing it, so a bound below a batch's keys (it was 200,000 reads) made the
+    * writes past it look each key up a second time (a million rows per batch over 4 stores,
+    * docs/benchmarks.md).
     */
-  val MaxReads = 200000
+  val ReadBudgetShare = 8
 
   /** A key the batch read and has not written, and whether it has a committed value. */
   private final class Read(val exists: Boolean)
@@ -309,6 +371,7 @@ object PendingWrites {
     }.sum
   }
 
+  // bytes a replaced entry gave back (an arena value gives back none: its bytes stay in the arena)
   private def entryBytes(e: AnyRef): Long = e match {
     case c: Changes     => c.valueBytes
     case v: Array[Byte] => v.length.toLong

@@ -20,17 +20,20 @@ final class SerializedWriteBatch(initialBytes: Int = 1 << 16) {
   private var size = HeaderBytes
   private var count = 0
 
-  def put(key: Array[Byte], value: Array[Byte]): Unit = {
-    ensure(1 + 10 + key.length + value.length)
+  def put(key: Array[Byte], value: Array[Byte]): Unit = put(key, value, 0, value.length)
+
+  /** Puts the value `length` bytes of `from` at `offset`. */
+  def put(key: Array[Byte], from: Array[Byte], offset: Int, length: Int): Unit = {
+    ensure(1 + 10 + key.length + length)
     buf(size) = TypeValue; size += 1
-    string(key); string(value)
+    string(key, 0, key.length); string(from, offset, length)
     count += 1
   }
 
   def delete(key: Array[Byte]): Unit = {
     ensure(1 + 5 + key.length)
     buf(size) = TypeDeletion; size += 1
-    string(key)
+    string(key, 0, key.length)
     count += 1
   }
 
@@ -50,12 +53,12 @@ final class SerializedWriteBatch(initialBytes: Int = 1 << 16) {
     new WriteBatch(bytes)
   }
 
-  private def string(b: Array[Byte]): Unit = {
-    var n = b.length
+  private def string(b: Array[Byte], offset: Int, length: Int): Unit = {
+    var n = length
     while ((n & ~0x7f) != 0) { buf(size) = ((n & 0x7f) | 0x80).toByte; size += 1; n >>>= 7 }
     buf(size) = n.toByte; size += 1
-    System.arraycopy(b, 0, buf, size, b.length)
-    size += b.length
+    System.arraycopy(b, offset, buf, size, length)
+    size += length
   }
 
   private def ensure(more: Int): Unit =
@@ -82,6 +85,11 @@ final class ChunkedWriteBatch(chunkBytes: Int, write: SerializedWriteBatch => Un
   private val records = new SerializedWriteBatch(chunkBytes + (1 << 16))
 
   def put(key: Array[Byte], value: Array[Byte]): Unit = { records.put(key, value); writeIfFull() }
+
+  /** Puts the value `length` bytes of `from` at `offset`. */
+  def put(key: Array[Byte], from: Array[Byte], offset: Int, length: Int): Unit = {
+    records.put(key, from, offset, length); writeIfFull()
+  }
   def delete(key: Array[Byte]): Unit = { records.delete(key); writeIfFull() }
 
   /** Writes what is left. */

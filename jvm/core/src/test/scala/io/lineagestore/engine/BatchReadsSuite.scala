@@ -13,9 +13,11 @@ class BatchReadsSuite extends AnyFunSuite {
   private def k(i: Int): Array[Byte] = f"key-$i%04d".getBytes(UTF_8)
   private val v = "v".getBytes(UTF_8)
 
-  private def withDb(body: LocalRocksDb => Unit): Unit = {
+  private def withDb(body: LocalRocksDb => Unit): Unit = withLimitedDb(Long.MaxValue)(body)
+
+  private def withLimitedDb(pendingLimitBytes: Long)(body: LocalRocksDb => Unit): Unit = {
     val dir = Files.createTempDirectory("lineagestore-batch-reads").toFile
-    val db = new LocalRocksDb(dir, RocksDbTuning(64L << 20, 16L << 20), Long.MaxValue, "maxPendingBytes")
+    val db = new LocalRocksDb(dir, RocksDbTuning(64L << 20, 16L << 20), pendingLimitBytes, "maxPendingBytes")
     try body(db)
     finally db.close()
   }
@@ -110,13 +112,20 @@ class BatchReadsSuite extends AnyFunSuite {
     }
   }
 
-  test("at most MaxReads reads are remembered; later ones are looked up again") {
-    withDb { db =>
-      val n = PendingWrites.MaxReads + 10
-      (0 until n).foreach(i => db.get(f"r-$i%07d".getBytes(UTF_8)))
-      val before = db.committedLookups
-      assert(!db.exists(f"r-${n - 1}%07d".getBytes(UTF_8)) && !db.exists("r-0000000".getBytes(UTF_8)))
-      assert(db.committedLookups == before + 1)
+  test("reads are remembered within their share of the batch's bound; a read then written leaves it") {
+    // a budget of 128 KiB (an eighth of 1 MiB): about 1,800 reads of these keys
+    withLimitedDb(1L << 20) { db =>
+      def r(i: Int) = f"r-$i%07d".getBytes(UTF_8)
+      val n = 4000
+      (0 until n).foreach(i => db.get(r(i)))
+      var before = db.committedLookups
+      assert(!db.exists(r(n - 1)) && !db.exists(r(0)))
+      assert(db.committedLookups == before + 1, "the first read is remembered, the last is not")
+      // every remembered read written: the budget is free again for the reads that follow
+      (0 until n).foreach(i => db.put(r(i), v))
+      (n until 2 * n).foreach(i => db.get(r(i)))
+      before = db.committedLookups
+      assert(!db.exists(r(n)) && db.committedLookups == before)
     }
   }
 }
