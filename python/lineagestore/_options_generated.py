@@ -177,11 +177,12 @@ class LineageOptions:
 
     max_pending_bytes: int | str = 1073741824
     """Upper bound on the uncommitted changes one batch of one partition may hold in memory (keys and values,
-    before commit; its delta goes to the blob store as the batch runs). Committed batches waiting for the
-    executor's apply threads to write them into RocksDB are bounded by the same amount, executor-wide (the
-    largest value among the executor's stores): a commit past it waits for earlier ones. A first batch larger
-    than this per partition (a backfill) fails with an error naming this key: raise it, with heap for it, or
-    use more shuffle partitions. Accepts k/m/g suffixes. Key
+    before commit; its delta goes to the blob store as the batch runs). Keys the batch read and has not
+    written yet are remembered within an eighth of it besides. Committed batches waiting for the executor's
+    apply threads to write them into RocksDB are bounded by the same amount, executor-wide (the largest value
+    among the executor's stores): a commit past it waits for earlier ones. A first batch larger than this per
+    partition (a backfill) fails with an error naming this key: raise it, with heap for it, or use more
+    shuffle partitions. Accepts k/m/g suffixes. Key
     ``spark.sql.streaming.stateStore.lineagestore.maxPendingBytes``; a byte count (an integer, optionally with
     a k, m or g suffix: powers of 1024) of at least 1048576; default ``1073741824``.
     """

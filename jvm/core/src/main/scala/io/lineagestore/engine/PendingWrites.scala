@@ -222,7 +222,7 @@ final class PendingWrites(limitBytes: Long, limitKey: String, openLog: () => Bat
     else {
       val keys = new Array[Array[Byte]](written)
       var i = 0
-      foreachEntry((k, _) => { keys(i) = k; i += 1 })
+      byKey.foreachSlot((k, v, _) => if (!v.isInstanceOf[Read]) { keys(i) = k; i += 1 }) // no value copied
       Arrays.sort(keys, Order)
       keys.iterator.map(k => (k, entryOf(k)))
     }
