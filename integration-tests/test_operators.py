@@ -77,17 +77,7 @@ def test_windowed_aggregation_append_mode_evicts(make_harness):
     expected, remaining = oracle.windowed_count(runs, delay=10, size=10)
     h = make_harness()
 
-    def build(h):
-        return (
-            h.source("in", "k string, t long")
-            .withColumn("ts", F.timestamp_seconds("t"))
-            .withWatermark("ts", "10 seconds")
-            .groupBy(F.window("ts", "10 seconds"), "k")
-            .count()
-            .select(F.unix_seconds(F.col("window.start")).alias("ws"), "k", "count")
-        )
-
-    results = _feed_and_run(h, runs, build, "append")
+    results = _feed_and_run(h, runs, oracle.windowed_count_query, "append")
 
     assert h.batch_outputs(lambda r: (r["ws"], r["k"], r["count"])) == expected
     assert results[-1].state_rows_total() == len(remaining)

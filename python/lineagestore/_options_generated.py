@@ -176,15 +176,17 @@ class LineageOptions:
     """
 
     max_pending_bytes: int | str = 1073741824
-    """Upper bound on the uncommitted changes one batch of one partition may hold in memory (keys and values,
-    before commit; its delta goes to the blob store as the batch runs). Keys the batch read and has not
-    written yet are remembered within an eighth of it besides. Committed batches waiting for the executor's
-    apply threads to write them into RocksDB are bounded by the same amount, executor-wide (the largest value
-    among the executor's stores): a commit past it waits for earlier ones. A first batch larger than this per
-    partition (a backfill) fails with an error naming this key: raise it, with heap for it, or use more
-    shuffle partitions. Accepts k/m/g suffixes. Key
-    ``spark.sql.streaming.stateStore.lineagestore.maxPendingBytes``; a byte count (an integer, optionally with
-    a k, m or g suffix: powers of 1024) of at least 1048576; default ``1073741824``.
+    """Memory one batch of one partition may hold of its uncommitted changes (keys and values, before commit; its
+    delta goes to the blob store as the batch runs). Past it, the batch's changes spill to local disk (sorted
+    runs under the store's local directory, read back when the batch is applied, deleted then or on abort), so
+    a batch larger than memory (a backfill's first) commits; only changes kept one by one (list state's
+    appends) cannot spill, and a batch whose such changes pass three quarters of it fails with an error naming
+    this key. Keys the batch read and has not written yet are remembered within an eighth of it besides.
+    Committed batches waiting for the executor's apply threads to write them into RocksDB are bounded by the
+    same amount, executor-wide (the largest value among the executor's stores): a commit past it waits for
+    earlier ones. Accepts k/m/g suffixes. Key ``spark.sql.streaming.stateStore.lineagestore.maxPendingBytes``;
+    a byte count (an integer, optionally with a k, m or g suffix: powers of 1024) of at least 1048576; default
+    ``1073741824``.
     """
 
     local_dir: str = ""

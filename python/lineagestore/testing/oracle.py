@@ -136,6 +136,21 @@ def running_aggregate(runs: Sequence[Sequence[Row]]) -> tuple[dict[int, list[tup
     return out, {k: tuple(v) for k, v in totals.items()}
 
 
+def windowed_count_query(h: Any, delay: int = 10, size: int = 10, source: str = "in") -> Any:
+    """The streaming query :func:`windowed_count` models, on harness ``h``'s source (``k string, t long``,
+    ``t`` in seconds); read its output with ``lambda r: (r["ws"], r["k"], r["count"])``."""
+    from pyspark.sql import functions as F
+
+    return (
+        h.source(source, "k string, t long")
+        .withColumn("ts", F.timestamp_seconds("t"))
+        .withWatermark("ts", f"{delay} seconds")
+        .groupBy(F.window("ts", f"{size} seconds"), "k")
+        .count()
+        .select(F.unix_seconds(F.col("window.start")).alias("ws"), "k", "count")
+    )
+
+
 def windowed_count(
     runs: Sequence[Sequence[Row]], delay: int, size: int
 ) -> tuple[dict[int, list[tuple]], dict[tuple, int]]:

@@ -99,7 +99,19 @@ final class LocalRocksDb(
   private var db: RocksDB = _
   private val openIterators = mutable.Set.empty[RocksIterator]
 
-  private var current = new PendingWrites(pendingLimitBytes, pendingLimitKey, openLog)
+  // Batches that outgrow pendingLimitBytes spill here, each to a directory of its own (a batch in flight may
+  // still be read back by its apply thread while the next one spills); whatever is here at open was left by
+  // a process that died mid-batch, and is deleted.
+  private val spillRoot = new File(dir.getParentFile, dir.getName + ".spill")
+  private val spills = new java.util.concurrent.atomic.AtomicLong
+  private def newBatch() =
+    new PendingWrites(
+      pendingLimitBytes,
+      pendingLimitKey,
+      openLog,
+      () => new SpilledEntries(new File(spillRoot, s"batch-${spills.incrementAndGet()}"))
+    )
+  private var current = newBatch()
 
   /** The batch in progress. */
   def pending: PendingWrites = current
@@ -118,6 +130,7 @@ final class LocalRocksDb(
   open()
 
   private def open(): Unit = {
+    LocalFiles.deleteRecursively(spillRoot)
     Files.createDirectories(dir.toPath)
     db = RocksDB.open(options, dir.getAbsolutePath)
     l0Trigger = CompactionTrigger.Initial
@@ -172,7 +185,11 @@ final class LocalRocksDb(
       if (writes == null) db.get(readOptions, key)
       else
         writes.lookup(key) match {
-          case null => db.get(readOptions, key)
+          case null =>
+            // not in the batch, or in what it spilled, deleted once the write ended: if that write failed,
+            // RocksDB lacks the batch (failure is recorded before the spill goes: see commitInBackground)
+            if (f.written.isCompletedExceptionally) settleInFlight(rethrow = true)
+            db.get(readOptions, key)
           // a change that appends to the value before it: that value is RocksDB's only until the write
           // lands, after which RocksDB holds the appended one; wait, rather than read it mid-way
           case entry if PendingWrites.needsCommitted(entry) =>
@@ -211,7 +228,8 @@ final class LocalRocksDb(
         val kv = (it.key(), it.value()); it.next(); kv
       }
     }
-    new MergedIterator(base, pending.range(from, until), () => closeIterator(it))
+    val batch = pending.range(from, until)
+    new MergedIterator(base, batch, () => { batch.close(); closeIterator(it) })
   }
 
   /** Applies the batch in progress to RocksDB and clears it, waiting until it is written (a failed write
@@ -232,7 +250,7 @@ final class LocalRocksDb(
     settleInFlight(rethrow = true)
     val held = applyBacklog.acquire(current.sizeBytes)
     val writes = current
-    current = new PendingWrites(pendingLimitBytes, pendingLimitKey, openLog)
+    current = newBatch()
     Option(writes.takeLog()).foreach(_.discard()) // a caller that wanted the batch's log took it before
     val f = new InFlight(writes, new java.util.concurrent.CompletableFuture[Unit])
     inFlight = f
@@ -242,6 +260,9 @@ final class LocalRocksDb(
       // waits for what `after` does with it (a checkpoint of exactly this batch's state, say)
       try {
         writeBatch(writes)
+        // what the batch spilled is in RocksDB now: deleted before the batch counts as written, so nothing
+        // the next use of the store does (a reopen deletes the spill directory) meets it half-deleted
+        writes.releaseSpill()
         adaptWithinInterval()
         // RocksDB holds the batch: reads need it no more, and its memory is free before the store's next use
         f.writes = null
@@ -251,7 +272,10 @@ final class LocalRocksDb(
       } catch {
         case t: Throwable =>
           afterDone.completeExceptionally(t)
+          // failed first, then the spill deleted: a read of the batch in flight that finds the spill gone
+          // sees the failure (committed()) and never reads a RocksDB that lacks the batch
           f.written.completeExceptionally(t)
+          writes.releaseSpill()
       } finally {
         f.writes = null
         applyBacklog.release(held)
@@ -261,6 +285,7 @@ final class LocalRocksDb(
     catch {
       case t: Throwable => // never started (a pool shut down): nothing holds the backlog's bytes
         applyBacklog.release(held)
+        writes.releaseSpill()
         f.written.completeExceptionally(t)
         throw t
     }
@@ -434,6 +459,7 @@ final class LocalRocksDb(
 
   override def close(): Unit = {
     closeForReplace()
+    LocalFiles.deleteRecursively(spillRoot)
     writeOptions.close(); readOptions.close(); options.close(); bloom.close(); statistics.close()
   }
 }

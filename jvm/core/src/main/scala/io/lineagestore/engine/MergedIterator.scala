@@ -3,6 +3,17 @@ package io.lineagestore.engine
 /** An iterator holding a native resource; closed when exhausted or by [[close]]. */
 trait CloseableIterator[A] extends Iterator[A] with AutoCloseable
 
+object CloseableIterator {
+
+  /** `it`, with `onClose` run once when closed. */
+  def of[A](it: Iterator[A], onClose: => Unit = ()): CloseableIterator[A] = new CloseableIterator[A] {
+    private var closed = false
+    override def hasNext: Boolean = it.hasNext
+    override def next(): A = it.next()
+    override def close(): Unit = if (!closed) { closed = true; onClose }
+  }
+}
+
 /** Merges committed entries with pending ones (both ascending, bytewise); a pending entry replaces the
   * committed entry of the same key by its resolved value (a pending merge appends to it), and a pending
   * delete hides it.

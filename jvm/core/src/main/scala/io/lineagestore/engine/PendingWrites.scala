@@ -69,8 +69,15 @@ object ListMerge {
   * values of the same key, and values written once a scan has ordered the batch, stay arrays of their own.
   * Entries handed out ([[lookup]], [[find]], [[range]], [[foreachEntry]]) hold copies.
   *
-  * Memory is bounded: past `limitBytes` of keys and values a write fails with an error naming `limitKey` (a
-  * value replaced in the arena stays counted: the arena keeps its bytes until the batch ends).
+  * Memory is bounded by `limitBytes` of keys and values (a value replaced in the arena stays counted: the
+  * arena keeps its bytes until the batch ends). Past it, the batch spills to local disk when `openSpill` is
+  * given: its plain entries (a key's last value, or its delete) are sorted and written as one run into the
+  * batch's [[SpilledEntries]] (opened at the first spill), and leave the table, the arena and the remembered
+  * reads; entries keeping every change stay in memory (the delta reports each). Every view then looks in the
+  * table first and in the runs after it, the newest first: a table entry shadows a spilled one of the same
+  * key, and a key written after it spilled is a rewrite, not a first change (the log is discarded). What
+  * stays in memory past the bound (changes kept one by one, or no `openSpill`) fails the write with an error
+  * naming `limitKey`.
   *
   * `openLog` opens a [[BatchLog]] at a batch's first change (null: none); it sees every change while each is
   * its key's first, and is discarded at the first that is not ([[takeLog]] hands over a complete one).
@@ -88,7 +95,12 @@ object ListMerge {
   * invisible to every other method: not entries, not counted in [[size]] or [[sizeBytes]], not in the delta
   * or the batch applied.
   */
-final class PendingWrites(limitBytes: Long, limitKey: String, openLog: () => BatchLog = BatchLog.None) {
+final class PendingWrites(
+    limitBytes: Long,
+    limitKey: String,
+    openLog: () => BatchLog = BatchLog.None,
+    openSpill: () => SpilledEntries = null
+) {
   import PendingWrites._
 
   // values: Array[Byte] (the key's new value), InArena (the key's new value, in `arena` at the slot's
@@ -107,6 +119,9 @@ final class PendingWrites(limitBytes: Long, limitKey: String, openLog: () => Bat
   private var log: BatchLog = null
   private var logEnded = false
   private var refused = false
+  // the batch's entries moved to disk (null: none yet); closed by clear() or, once the batch is applied, by
+  // releaseSpill() on the apply thread
+  private var spilled: SpilledEntries = null
 
   def put(key: Array[Byte], value: Array[Byte], everyChange: Boolean = false): Unit =
     if (everyChange) recordChange(key, Change.Put(value)) else record(key, value)
@@ -134,7 +149,7 @@ final class PendingWrites(limitBytes: Long, limitKey: String, openLog: () => Bat
   // the key's entry, an arena value copied out (null: nothing)
   private def entryOf(key: Array[Byte]): AnyRef = {
     val slot = byKey.slot(key)
-    if (slot < 0) null
+    if (slot < 0) { if (spilled == null) null else decode(spilled.get(key)) }
     else {
       val e = byKey.entryAt(slot)
       if (e eq InArena) arena.copyOf(byKey.numberAt(slot)) else e
@@ -164,36 +179,69 @@ final class PendingWrites(limitBytes: Long, limitKey: String, openLog: () => Bat
   /** Whether this batch merged into any key (its delta then holds merge records). */
   def hasMerges: Boolean = merged
 
-  def isEmpty: Boolean = written == 0
-  def size: Int = written
+  def isEmpty: Boolean = written == 0 && spilledRuns == 0
+
+  /** Entries of the batch (a key both in memory and spilled, or spilled twice, counts more than once). */
+  def size: Long = written + (if (spilled == null) 0L else spilled.entryCount)
+
+  /** Bytes of the batch held in memory (not what it spilled). */
   def sizeBytes: Long = bytes
+
+  /** Runs the batch spilled to disk. */
+  def spilledRuns: Int = if (spilled == null) 0 else spilled.runCount
+
+  /** Bytes of the runs the batch spilled. */
+  def spilledBytes: Long = if (spilled == null) 0L else spilled.bytesOnDisk
 
   /** Entries with keys in [from, until) (until null = unbounded), in key order; writes made while iterating
     * may or may not be seen (never an error).
     */
-  def range(from: Array[Byte], until: Array[Byte]): Iterator[(Array[Byte], Entry)] = {
+  def range(from: Array[Byte], until: Array[Byte]): CloseableIterator[(Array[Byte], Entry)] = {
+    val inMemory = tableRange(from, until)
+    if (spilled == null) CloseableIterator.of(inMemory)
+    else {
+      val runs = spilled.range(from, until)
+      CloseableIterator.of(shadowing(inMemory, runs.map { case (k, raw) => (k, decode(raw)) }), runs.close())
+    }
+  }
+
+  // the table's entries in [from, until), in key order
+  private def tableRange(from: Array[Byte], until: Array[Byte]): Iterator[(Array[Byte], Entry)] = {
     import scala.jdk.CollectionConverters._
     // nothing pending: no order to build (a load's registry scan would otherwise build an empty skip list
     // that every write of the batch then keeps up to date for nothing)
     if (ordered == null && written == 0) return Iterator.empty
     if (ordered == null) {
       ordered = new ConcurrentSkipListMap[Array[Byte], AnyRef](Order)
-      foreachEntry((k, v) => ordered.put(k, v))
+      foreachTableEntry((k, v) => ordered.put(k, v))
     }
     val sub = if (until == null) ordered.tailMap(from, true) else ordered.subMap(from, true, until, false)
     sub.entrySet().iterator().asScala.map(e => (e.getKey, e.getValue))
   }
 
   /** Every entry once, in no particular order (applying the batch needs no order). */
-  def foreachEntry(f: (Array[Byte], Entry) => Unit): Unit =
+  def foreachEntry(f: (Array[Byte], Entry) => Unit): Unit = {
+    foreachSpilled((k, raw) => f(k, decode(raw)))
+    foreachTableEntry(f)
+  }
+
+  private def foreachTableEntry(f: (Array[Byte], Entry) => Unit): Unit =
     byKey.foreachSlot { (k, v, n) =>
       if (v eq InArena) f(k, arena.copyOf(n)) else if (!v.isInstanceOf[Read]) f(k, v)
     }
 
+  // the spilled entries no table entry shadows, in key order, tagged
+  private def foreachSpilled(f: (Array[Byte], Array[Byte]) => Unit): Unit =
+    if (spilled != null) spilled.foreach((k, raw) => if (byKey.slot(k) < 0) f(k, raw))
+
   /** Stages every write of the batch into `records`, each key's value after the batch (`committed` gives a
-    * key's committed value where that depends on it); arena values are copied straight from the arena.
+    * key's committed value where that depends on it); arena values are copied straight from the arena, and
+    * spilled ones as they are read back, before the table's (whose entries shadow them: skipped).
     */
-  def writeInto(records: ChunkedWriteBatch)(committed: Array[Byte] => Array[Byte]): Unit =
+  def writeInto(records: ChunkedWriteBatch)(committed: Array[Byte] => Array[Byte]): Unit = {
+    foreachSpilled { (k, raw) =>
+      if (raw(0) == SpilledEntries.DeletedTag) records.delete(k) else records.put(k, raw, 1, raw.length - 1)
+    }
     byKey.foreachSlot { (k, v, n) =>
       if (v eq InArena) records.put(k, arena.chunkOf(n), arena.offsetOf(n), arena.lengthOf(n))
       else if (!v.isInstanceOf[Read]) {
@@ -201,6 +249,7 @@ final class PendingWrites(limitBytes: Long, limitKey: String, openLog: () => Bat
         if (value == null) records.delete(k) else records.put(k, value)
       }
     }
+  }
 
   /** Every change of the batch, a key's changes adjacent and in order of happening; keys in ascending order
     * when `inKeyOrder` (a delta with merge records needs it), else in no particular order (sorting a hundred
@@ -213,12 +262,21 @@ final class PendingWrites(limitBytes: Long, limitKey: String, openLog: () => Bat
       case v: Array[Byte]      => f(k, Change.Put(v))
       case other               => throw new IllegalStateException(s"pending entry $other")
     }
-    if (inKeyOrder) sortedEntries.foreach { case (k, e) => changesOf(k, e) } else foreachEntry(changesOf)
+    if (!inKeyOrder) foreachEntry(changesOf)
+    else if (spilled == null) sortedEntries.foreach { case (k, e) => changesOf(k, e) }
+    else {
+      val runs = spilled.range(Array.emptyByteArray, null)
+      try
+        shadowing(sortedEntries, runs.map { case (k, raw) => (k, decode(raw)) }).foreach { case (k, e) =>
+          changesOf(k, e)
+        }
+      finally runs.close()
+    }
   }
 
   /** The entries in key order: the skip list when a scan built one, else the keys sorted once. */
   private def sortedEntries: Iterator[(Array[Byte], Entry)] =
-    if (ordered != null) range(Array.emptyByteArray, null)
+    if (ordered != null) tableRange(Array.emptyByteArray, null)
     else {
       val keys = new Array[Array[Byte]](written)
       var i = 0
@@ -226,6 +284,11 @@ final class PendingWrites(limitBytes: Long, limitKey: String, openLog: () => Bat
       Arrays.sort(keys, Order)
       keys.iterator.map(k => (k, entryOf(k)))
     }
+
+  /** Closes the batch's spilled runs (the batch is in RocksDB, or never will be): a later lookup finds
+    * nothing there. Safe from the apply thread while the task thread looks keys up in the batch in flight.
+    */
+  def releaseSpill(): Unit = if (spilled != null) spilled.close()
 
   /** The batch's log if it saw every change of the batch, each its key's first (null otherwise), handed over:
     * the caller writes or discards it, and this batch feeds it no more.
@@ -251,6 +314,8 @@ final class PendingWrites(limitBytes: Long, limitKey: String, openLog: () => Bat
     endLog()
     logEnded = false
     refused = false
+    releaseSpill()
+    spilled = null
   }
 
   /** Stores `entry` (and `number`) as the key's, returning the key's previous entry (null: none; a read is
@@ -267,15 +332,19 @@ final class PendingWrites(limitBytes: Long, limitKey: String, openLog: () => Bat
   }
 
   private def record(key: Array[Byte], value: Array[Byte]): Unit = {
-    val previous =
-      if (
-        (value ne Tombstone) && ordered == null && value.length <= ValueArena.MaxValueBytes && firstWrite(key)
-      )
-        store(key, InArena, arena.add(value))
-      else store(key, value)
+    val arenaFits = (value ne Tombstone) && ordered == null && value.length <= ValueArena.MaxValueBytes
+    val looked = arenaFits || (spilled != null && !logEnded)
+    val slot = if (looked) byKey.slot(key) else -1
+    // a key the batch spilled is rewritten: its log would hold two changes of it. Only a key the table lacks
+    // can be in a run: a remembered read was taken after the key was not found there, and a spill starts the
+    // table afresh, reads included
+    val rewritesSpilled = looked && slot < 0 && !logEnded && spilled != null && spilled.get(key) != null
+    // the batch has not written the key (a remembered read is no write)
+    val first = looked && (slot < 0 || byKey.entryAt(slot).isInstanceOf[Read])
+    val previous = if (arenaFits && first) store(key, InArena, arena.add(value)) else store(key, value)
     account(key, previous, value.length)
     if (!logEnded) {
-      if (previous != null) refuseLog()
+      if (previous != null || rewritesSpilled) refuseLog()
       else {
         if (log == null) {
           log = openLog()
@@ -284,12 +353,6 @@ final class PendingWrites(limitBytes: Long, limitKey: String, openLog: () => Bat
         if (value eq Tombstone) log.delete(key) else log.put(key, value)
       }
     }
-  }
-
-  // whether the batch has not written `key` yet (a remembered read is no write)
-  private def firstWrite(key: Array[Byte]): Boolean = {
-    val slot = byKey.slot(key)
-    slot < 0 || byKey.entryAt(slot).isInstanceOf[Read]
   }
 
   /** Discards the batch's log (if open): the batch is forgotten. */
@@ -324,13 +387,66 @@ final class PendingWrites(limitBytes: Long, limitKey: String, openLog: () => Bat
   private def account(key: Array[Byte], previous: AnyRef, newBytes: Long): Unit = {
     bytes += newBytes + (if (previous == null) key.length + EntryOverhead else -entryBytes(previous))
     if (bytes > limitBytes) {
-      throw new PendingWritesLimitException(
-        s"this batch's uncommitted state changes reached $bytes bytes, over the limit of $limitBytes bytes " +
-          s"set by $limitKey. Raise $limitKey (the changes of one batch of one partition are held in memory " +
-          "until commit), or use more shuffle partitions so each partition changes less per batch."
-      )
+      if (openSpill != null) spill()
+      // what stays in memory after a spill must leave room for a run's worth of writes, or every few writes
+      // would spill again, each a pass over the whole table
+      if (bytes > (if (openSpill == null) limitBytes else limitBytes - limitBytes / 4)) refuse()
     }
   }
+
+  private def refuse(): Unit = {
+    val what =
+      if (openSpill == null)
+        s"this batch's uncommitted state changes reached $bytes bytes, over the limit of $limitBytes bytes " +
+          s"set by $limitKey (the changes of one batch of one partition are held in memory until commit)"
+      else
+        s"this batch's uncommitted state changes kept in memory after spilling the rest to local disk are " +
+          s"$bytes bytes, over three quarters of the limit of $limitBytes bytes set by $limitKey (keys whose " +
+          "every change the batch keeps, list state's appends among them, cannot spill)"
+    throw new PendingWritesLimitException(
+      s"$what. Raise $limitKey, with executor heap for it, or use more shuffle partitions so each partition " +
+        "changes less per batch."
+    )
+  }
+
+  /** Moves the table's plain entries (a value or a delete: not changes kept one by one, not reads) to a new
+    * run of [[spilled]], in key order, and starts the table, the arena and the key order afresh with what
+    * stays. A scan open meanwhile keeps the key order it was reading (entries it has not reached may then be
+    * older than the batch's latest writes, which a scan may or may not see).
+    */
+  private def spill(): Unit = {
+    val keys = new Array[Array[Byte]](written)
+    var n = 0
+    byKey.foreachSlot((k, v, _) => if (isPlain(v)) { keys(n) = k; n += 1 })
+    if (n > 0) {
+      val sorted = Arrays.copyOf(keys, n)
+      Arrays.sort(sorted, Order)
+      if (spilled == null) spilled = openSpill()
+      spilled.writeRun(n) { run =>
+        sorted.foreach { k =>
+          val slot = byKey.slot(k)
+          byKey.entryAt(slot) match {
+            case e if e eq InArena =>
+              val at = byKey.numberAt(slot)
+              run.put(k, arena.chunkOf(at), arena.offsetOf(at), arena.lengthOf(at))
+            case t if t eq Tombstone => run.delete(k)
+            case v: Array[Byte]      => run.put(k, v, 0, v.length)
+            case other               => throw new IllegalStateException(s"pending entry $other")
+          }
+        }
+      }
+      byKey = byKey.filtered(_.isInstanceOf[Changes])
+      arena = new ValueArena
+      ordered = null
+      written = byKey.size
+      reads = 0
+      readBytes = 0L
+      bytes = 0L
+      byKey.foreach((k, v) => bytes += k.length + EntryOverhead + entryBytes(v))
+    }
+  }
+
+  private def isPlain(entry: AnyRef): Boolean = (entry eq InArena) || entry.isInstanceOf[Array[Byte]]
 }
 
 object PendingWrites {
@@ -376,6 +492,33 @@ object PendingWrites {
     case c: Changes     => c.valueBytes
     case v: Array[Byte] => v.length.toLong
     case _              => 0L
+  }
+
+  // a spilled entry as the table holds it (null: not spilled)
+  private def decode(raw: Array[Byte]): AnyRef =
+    if (raw == null) null
+    else if (raw(0) == SpilledEntries.DeletedTag) Tombstone
+    else Arrays.copyOfRange(raw, 1, raw.length)
+
+  /** `inMemory` over `spilled`, both in key order: the union, an in-memory entry shadowing a spilled one of
+    * the same key.
+    */
+  private def shadowing(
+      inMemory: Iterator[(Array[Byte], Entry)],
+      spilled: Iterator[(Array[Byte], Entry)]
+  ): Iterator[(Array[Byte], Entry)] = new Iterator[(Array[Byte], Entry)] {
+    private val m = inMemory.buffered
+    private val s = spilled.buffered
+    override def hasNext: Boolean = m.hasNext || s.hasNext
+    override def next(): (Array[Byte], Entry) =
+      if (!s.hasNext) m.next()
+      else if (!m.hasNext) s.next()
+      else {
+        val cmp = Order.compare(m.head._1, s.head._1)
+        if (cmp < 0) m.next()
+        else if (cmp > 0) s.next()
+        else { s.next(); m.next() }
+      }
   }
 
   /** Whether the value after `entry` depends on the committed value (it starts with a merge). */

@@ -293,6 +293,9 @@ final class LineageStore(
 
   def pendingBytes: Long = db.pending.sizeBytes
 
+  /** Runs the batch in progress spilled to local disk (past `maxPendingBytes`). */
+  def pendingSpilledRuns: Int = db.pending.spilledRuns
+
   // ---- commit and abort -----------------------------------------------------------------------------------
 
   /** The checkpoint the batch in progress commits as: version loaded + 1 under a fresh unique ID, drawn once
@@ -338,6 +341,7 @@ final class LineageStore(
     deltas.write(db.pending, batch)
     crash.at(CrashPoints.CommitAfterDelta)
     counters.lastDeltaBytes.set(db.pending.sizeBytes)
+    counters.lastSpilledBytes.set(db.pending.spilledBytes)
     val committed = before.copy(
       loaded = Some(id),
       ancestors = lineage,

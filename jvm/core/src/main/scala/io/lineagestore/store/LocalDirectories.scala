@@ -137,9 +137,5 @@ object LocalDirectories {
       .map(b => f"${b & 0xff}%02x")
       .mkString
 
-  def deleteRecursively(f: File): Unit = {
-    if (f.isDirectory && !Files.isSymbolicLink(f.toPath))
-      Option(f.listFiles()).getOrElse(Array.empty[File]).foreach(deleteRecursively)
-    f.delete()
-  }
+  def deleteRecursively(f: File): Unit = io.lineagestore.engine.LocalFiles.deleteRecursively(f)
 }

@@ -30,4 +30,6 @@ final class StoreCounters {
   val lastCommitMs = new AtomicLong
   val lastSnapshotUploadMs = new AtomicLong
   val lastDeltaBytes = new AtomicLong
+  // bytes the last committed batch spilled to local disk past maxPendingBytes (its runs' files)
+  val lastSpilledBytes = new AtomicLong
 }

@@ -188,12 +188,34 @@ class LineageStoreSuite extends AnyFunSuite with StoreFixture {
     assert(contents(again) == Map("a" -> "2"))
   }
 
-  test("the pending-writes bound fails with the configuration key to raise") {
-    // a small bound, to reach it with a few thousand rows
+  test("a batch past the pending-writes bound spills to local disk, commits and restores from its delta") {
+    // a small bound, to spill a few times with some thousand rows
+    val s = newStore(StoreSettings.Default.copy(maxPendingBytes = 1 << 20))
+    s.load(CheckpointId.Empty)
+    val rows = (1 to 10000).map(i => s"k$i" -> s"v$i-${"x" * 200}").toMap
+    rows.foreach { case (k, v) => s.put(D, b(k), b(v)) }
+    assert(s.pendingSpilledRuns >= 2, s"spilled ${s.pendingSpilledRuns} runs")
+    val streamed = s.commit() // every change its key's first: the delta streamed as the batch ran
+    // a second batch rewrites spilled keys: its delta is written at commit, from the runs and memory
+    (1 to 10000 by 2).foreach(i => s.put(D, b(s"k$i"), b(s"w$i-${"y" * 200}")))
+    (1 to 10000 by 2).foreach(i => s.put(D, b(s"k$i"), b(s"z$i")))
+    s.delete(D, b("k2"))
+    assert(s.pendingSpilledRuns >= 1)
+    val rewritten = s.commit()
+    val expected = rows ++ (1 to 10000 by 2).map(i => s"k$i" -> s"z$i") - "k2"
+    assert(contents(s) == expected)
+    val fresh = newStore()
+    fresh.load(streamed)
+    assert(contents(fresh) == rows)
+    fresh.load(rewritten)
+    assert(contents(fresh) == expected && fresh.columnFamilies.counts("default") == expected.size)
+  }
+
+  test("list appends past the pending-writes bound fail with the configuration key to raise") {
     val s = newStore(StoreSettings.Default.copy(maxPendingBytes = 1 << 20))
     s.load(CheckpointId.Empty)
     val e = intercept[PendingWritesLimitException] {
-      (1 to 10000).foreach(i => s.put(D, b(s"k$i"), new Array[Byte](200)))
+      (1 to 20000).foreach(i => s.merge(D, b(s"k${i % 100}"), new Array[Byte](200)))
     }
     assert(e.getMessage.contains("spark.sql.streaming.stateStore.lineagestore.maxPendingBytes"))
     s.abort()

@@ -44,7 +44,11 @@ private[spark] object LineageMetrics {
     "lineagestoreStreamedDeltasGivenUp",
     "deltas written while the batch ran that the blob store failed mid-batch (each commit wrote its delta whole)"
   )
-  val DeltaBytes = sum("lineagestoreDeltaBytes", "uncommitted bytes written by the last commit")
+  val DeltaBytes = sum("lineagestoreDeltaBytes", "uncommitted bytes the last commit held in memory")
+  val SpilledBytes = sum(
+    "lineagestoreSpilledBytes",
+    "bytes the last commit's batch spilled to local disk past maxPendingBytes (read back when it was applied)"
+  )
   val LoadMs = timing("lineagestoreLoadMs", "time to load the version a batch started from")
   val CommitMs = timing(
     "lineagestoreCommitMs",
@@ -75,6 +79,7 @@ private[spark] object LineageMetrics {
     DeltasStreamed,
     StreamedDeltasGivenUp,
     DeltaBytes,
+    SpilledBytes,
     LoadMs,
     CommitMs,
     SnapshotUploadMs
@@ -104,6 +109,7 @@ private[spark] object LineageMetrics {
       DeltasStreamed -> c.deltasStreamed.get,
       StreamedDeltasGivenUp -> c.streamedDeltasGivenUp.get,
       DeltaBytes -> c.lastDeltaBytes.get,
+      SpilledBytes -> c.lastSpilledBytes.get,
       LoadMs -> c.lastLoadMs.get,
       CommitMs -> c.lastCommitMs.get,
       SnapshotUploadMs -> c.lastSnapshotUploadMs.get
