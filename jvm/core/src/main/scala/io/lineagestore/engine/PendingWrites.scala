@@ -4,7 +4,8 @@ import java.util.{Arrays, Comparator}
 import java.util.concurrent.ConcurrentSkipListMap
 
 /** Thrown when one batch's uncommitted writes exceed the configured bound. */
-class PendingWritesLimitException(message: String) extends IllegalStateException(message)
+class PendingWritesLimitException(message: String, cause: Throwable = null)
+    extends IllegalStateException(message, cause)
 
 /** One change a batch made to a key. */
 sealed abstract class Change
@@ -421,19 +422,31 @@ final class PendingWrites(
     if (n > 0) {
       val sorted = Arrays.copyOf(keys, n)
       Arrays.sort(sorted, Order)
-      if (spilled == null) spilled = openSpill()
-      spilled.writeRun(n) { run =>
-        sorted.foreach { k =>
-          val slot = byKey.slot(k)
-          byKey.entryAt(slot) match {
-            case e if e eq InArena =>
-              val at = byKey.numberAt(slot)
-              run.put(k, arena.chunkOf(at), arena.offsetOf(at), arena.lengthOf(at))
-            case t if t eq Tombstone => run.delete(k)
-            case v: Array[Byte]      => run.put(k, v, 0, v.length)
-            case other               => throw new IllegalStateException(s"pending entry $other")
+      try {
+        if (spilled == null) spilled = openSpill()
+        spilled.writeRun(n) { run =>
+          sorted.foreach { k =>
+            val slot = byKey.slot(k)
+            byKey.entryAt(slot) match {
+              case e if e eq InArena =>
+                val at = byKey.numberAt(slot)
+                run.put(k, arena.chunkOf(at), arena.offsetOf(at), arena.lengthOf(at))
+              case t if t eq Tombstone => run.delete(k)
+              case v: Array[Byte]      => run.put(k, v, 0, v.length)
+              case other               => throw new IllegalStateException(s"pending entry $other")
+            }
           }
         }
+      } catch {
+        case scala.util.control.NonFatal(e) =>
+          val where = Option(spilled).map(_.dir.toString).getOrElse("the store's local directory")
+          throw new PendingWritesLimitException(
+            s"this batch's uncommitted state changes passed $limitBytes bytes in memory ($limitKey) and " +
+              s"could not spill to local disk under $where: ${e.getMessage}. Free local disk there (the " +
+              s"localDir setting chooses it), or raise $limitKey, with executor heap for it. Nothing " +
+              "committed changed.",
+            e
+          )
       }
       byKey = byKey.filtered(_.isInstanceOf[Changes])
       arena = new ValueArena

@@ -196,6 +196,29 @@ class SpillSuite extends AnyFunSuite {
     }
   }
 
+  test("a spill the local disk refuses fails naming the directory and the key; committed state is kept") {
+    withDb() { (db, spillRoot) =>
+      db.put(k(0), "kept".getBytes(UTF_8))
+      db.commit()
+      Files.write(spillRoot.toPath, Array[Byte](1)) // a file where the spill directory goes: no spill fits
+      val e = intercept[PendingWritesLimitException] {
+        (1 until 3000).foreach(i => db.put(k(i), new Array[Byte](300)))
+      }
+      assert(
+        e.getMessage.contains("could not spill") && e.getMessage.contains(spillRoot.getPath),
+        e.getMessage
+      )
+      assert(e.getMessage.contains("maxPendingBytes"))
+      db.abort()
+      assert(contents(db) == Vector(str(k(0)) -> "kept"))
+      Files.delete(spillRoot.toPath)
+      (1 until 3000).foreach(i => db.put(k(i), new Array[Byte](300)))
+      assert(db.pending.spilledRuns >= 2)
+      db.commit()
+      assert(contents(db).size == 3000)
+    }
+  }
+
   test("a run's key filter never misses a key it holds and lets few others through") {
     val filter = new KeyFilter(100000)
     (0 until 100000).foreach(i => filter.add(k(i)))
