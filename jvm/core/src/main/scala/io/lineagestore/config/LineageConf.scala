@@ -145,12 +145,11 @@ object LineageConf {
     "Memory one batch of one partition may hold of its uncommitted changes (keys and values, before commit; " +
       "its delta goes to the blob store as the batch runs). Past it, the batch's changes spill to local disk " +
       "(sorted runs under the store's local directory, read back when the batch is applied, deleted then or " +
-      "on abort), so a batch larger than memory (a backfill's first) commits; only changes kept one by one " +
-      "(list state's appends) cannot spill, and a batch whose such changes pass three quarters of it fails " +
-      "with an error naming this key. Keys the batch read and has not written yet are remembered within an " +
-      "eighth of it besides. Committed batches waiting for the executor's apply threads to write them into " +
-      "RocksDB are bounded by the same amount, executor-wide (the largest value among the executor's " +
-      "stores): a commit past it waits for earlier ones. Accepts k/m/g suffixes.",
+      "on abort), so a batch larger than memory (a backfill's first) commits; a spill the disk refuses fails " +
+      "the batch with an error naming this key. Keys the batch read and has not written yet are remembered " +
+      "within an eighth of it besides. Committed batches waiting for the executor's apply threads to write " +
+      "them into RocksDB are bounded by the same amount, executor-wide (the largest value among the " +
+      "executor's stores): a commit past it waits for earlier ones. Accepts k/m/g suffixes.",
     min = 1L << 20
   )
   val LocalDir: ConfEntry[String] = string(

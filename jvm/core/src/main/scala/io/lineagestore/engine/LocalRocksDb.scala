@@ -38,11 +38,11 @@ object SharedRocksDbMemory {
 
 /** The executor-local RocksDB instance of one store, plus the batch in progress.
   *
-  * Committed state lives in RocksDB; the batch in progress lives in [[PendingWrites]] and reaches RocksDB
-  * only through a commit, written in chunks ([[ChunkedWriteBatch]]) while reads look through the batch until
-  * the last chunk is in. Reads see the committed state overlaid with the pending writes. The write-ahead log
-  * is off: the durable copy of every commit is the delta file in the blob store, and after a crash the local
-  * directory is rebuilt from there.
+  * Committed state lives in RocksDB; the batch in progress lives in [[PendingWrites]] (past its bound, partly
+  * in [[SpilledEntries]] under `<dir>.spill/`) and reaches RocksDB only through a commit, written in chunks
+  * ([[ChunkedWriteBatch]]) while reads look through the batch until the last chunk is in. Reads see the
+  * committed state overlaid with the pending writes. The write-ahead log is off: the durable copy of every
+  * commit is the delta file in the blob store, and after a crash the local directory is rebuilt from there.
   *
   * A commit may leave its write batch to a thread of `applyPool` ([[commitInBackground]]): until that write
   * is done, reads look through the batch it writes (the in-flight batch), and whatever needs RocksDB itself

@@ -72,12 +72,12 @@ object ListMerge {
   *
   * Memory is bounded by `limitBytes` of keys and values (a value replaced in the arena stays counted: the
   * arena keeps its bytes until the batch ends). Past it, the batch spills to local disk when `openSpill` is
-  * given: its plain entries (a key's last value, or its delete) are sorted and written as one run into the
-  * batch's [[SpilledEntries]] (opened at the first spill), and leave the table, the arena and the remembered
-  * reads; entries keeping every change stay in memory (the delta reports each). Every view then looks in the
-  * table first and in the runs after it, the newest first: a table entry shadows a spilled one of the same
-  * key, and a key written after it spilled is a rewrite, not a first change (the log is discarded). What
-  * stays in memory past the bound (changes kept one by one, or no `openSpill`) fails the write with an error
+  * given: its entries (a key's last value, its delete, or the changes it keeps one by one, encoded) are
+  * sorted and written as one run into the batch's [[SpilledEntries]] (opened at the first spill), and the
+  * table, the arena and the remembered reads start afresh. Every view then looks in the table first and in
+  * the runs after it, the newest first: a table entry shadows a spilled one of the same key (a key changed
+  * again after it spilled starts from its spilled entry), and a key written after it spilled is a rewrite,
+  * not a first change (the log is discarded). Without `openSpill`, a write past the bound fails with an error
   * naming `limitKey`.
   *
   * `openLog` opens a [[BatchLog]] at a batch's first change (null: none); it sees every change while each is
@@ -240,8 +240,16 @@ final class PendingWrites(
     * spilled ones as they are read back, before the table's (whose entries shadow them: skipped).
     */
   def writeInto(records: ChunkedWriteBatch)(committed: Array[Byte] => Array[Byte]): Unit = {
+    // each key once: a spilled change list that appends to the committed value reads it before any write of
+    // this batch reaches it
     foreachSpilled { (k, raw) =>
-      if (raw(0) == SpilledEntries.DeletedTag) records.delete(k) else records.put(k, raw, 1, raw.length - 1)
+      raw(0) match {
+        case SpilledEntries.DeletedTag => records.delete(k)
+        case SpilledEntries.ValueTag   => records.put(k, raw, 1, raw.length - 1)
+        case _                         =>
+          val value = resolve(decode(raw), committed(k))
+          if (value == null) records.delete(k) else records.put(k, value)
+      }
     }
     byKey.foreachSlot { (k, v, n) =>
       if (v eq InArena) records.put(k, arena.chunkOf(n), arena.offsetOf(n), arena.lengthOf(n))
@@ -389,36 +397,25 @@ final class PendingWrites(
     bytes += newBytes + (if (previous == null) key.length + EntryOverhead else -entryBytes(previous))
     if (bytes > limitBytes) {
       if (openSpill != null) spill()
-      // what stays in memory after a spill must leave room for a run's worth of writes, or every few writes
-      // would spill again, each a pass over the whole table
-      if (bytes > (if (openSpill == null) limitBytes else limitBytes - limitBytes / 4)) refuse()
+      else
+        throw new PendingWritesLimitException(
+          s"this batch's uncommitted state changes reached $bytes bytes, over the limit of $limitBytes bytes " +
+            s"set by $limitKey (the changes of one batch of one partition are held in memory until commit). " +
+            s"Raise $limitKey, with executor heap for it, or use more shuffle partitions so each partition " +
+            "changes less per batch."
+        )
     }
   }
 
-  private def refuse(): Unit = {
-    val what =
-      if (openSpill == null)
-        s"this batch's uncommitted state changes reached $bytes bytes, over the limit of $limitBytes bytes " +
-          s"set by $limitKey (the changes of one batch of one partition are held in memory until commit)"
-      else
-        s"this batch's uncommitted state changes kept in memory after spilling the rest to local disk are " +
-          s"$bytes bytes, over three quarters of the limit of $limitBytes bytes set by $limitKey (keys whose " +
-          "every change the batch keeps, list state's appends among them, cannot spill)"
-    throw new PendingWritesLimitException(
-      s"$what. Raise $limitKey, with executor heap for it, or use more shuffle partitions so each partition " +
-        "changes less per batch."
-    )
-  }
-
-  /** Moves the table's plain entries (a value or a delete: not changes kept one by one, not reads) to a new
-    * run of [[spilled]], in key order, and starts the table, the arena and the key order afresh with what
-    * stays. A scan open meanwhile keeps the key order it was reading (entries it has not reached may then be
-    * older than the batch's latest writes, which a scan may or may not see).
+  /** Moves the table's entries (not its remembered reads) to a new run of [[spilled]], in key order, and
+    * starts the table, the arena, the reads and the key order afresh. A scan open meanwhile keeps the key
+    * order it was reading (entries it has not reached may then be older than the batch's latest writes, which
+    * a scan may or may not see).
     */
   private def spill(): Unit = {
     val keys = new Array[Array[Byte]](written)
     var n = 0
-    byKey.foreachSlot((k, v, _) => if (isPlain(v)) { keys(n) = k; n += 1 })
+    byKey.foreachSlot((k, v, _) => if (!v.isInstanceOf[Read]) { keys(n) = k; n += 1 })
     if (n > 0) {
       val sorted = Arrays.copyOf(keys, n)
       Arrays.sort(sorted, Order)
@@ -433,6 +430,7 @@ final class PendingWrites(
                 run.put(k, arena.chunkOf(at), arena.offsetOf(at), arena.lengthOf(at))
               case t if t eq Tombstone => run.delete(k)
               case v: Array[Byte]      => run.put(k, v, 0, v.length)
+              case c: Changes          => run.changes(k, encodeChanges(c))
               case other               => throw new IllegalStateException(s"pending entry $other")
             }
           }
@@ -448,18 +446,15 @@ final class PendingWrites(
             e
           )
       }
-      byKey = byKey.filtered(_.isInstanceOf[Changes])
+      byKey = new KeyTable
       arena = new ValueArena
       ordered = null
-      written = byKey.size
+      written = 0
       reads = 0
       readBytes = 0L
       bytes = 0L
-      byKey.foreach((k, v) => bytes += k.length + EntryOverhead + entryBytes(v))
     }
   }
-
-  private def isPlain(entry: AnyRef): Boolean = (entry eq InArena) || entry.isInstanceOf[Array[Byte]]
 }
 
 object PendingWrites {
@@ -510,8 +505,45 @@ object PendingWrites {
   // a spilled entry as the table holds it (null: not spilled)
   private def decode(raw: Array[Byte]): AnyRef =
     if (raw == null) null
-    else if (raw(0) == SpilledEntries.DeletedTag) Tombstone
-    else Arrays.copyOfRange(raw, 1, raw.length)
+    else
+      raw(0) match {
+        case SpilledEntries.DeletedTag => Tombstone
+        case SpilledEntries.ValueTag   => Arrays.copyOfRange(raw, 1, raw.length)
+        case _                         => decodeChanges(raw)
+      }
+
+  // a key's changes as a run holds them, after the tag byte: per change its kind (ChangeDelete, ChangePut,
+  // ChangeMerge), then for a put or a merge its bytes' length (4 bytes) and its bytes
+  private val ChangeDelete: Byte = 0
+  private val ChangePut: Byte = 1
+  private val ChangeMerge: Byte = 2
+
+  private def encodeChanges(c: Changes): Array[Byte] = {
+    val out = java.nio.ByteBuffer.allocate(c.list.iterator.map {
+      case Change.Put(v)   => 5 + v.length
+      case Change.Merge(e) => 5 + e.length
+      case Change.Delete   => 1
+    }.sum)
+    c.list.foreach {
+      case Change.Delete   => out.put(ChangeDelete)
+      case Change.Put(v)   => out.put(ChangePut).putInt(v.length).put(v)
+      case Change.Merge(e) => out.put(ChangeMerge).putInt(e.length).put(e)
+    }
+    out.array()
+  }
+
+  private def decodeChanges(raw: Array[Byte]): Changes = {
+    val in = java.nio.ByteBuffer.wrap(raw, 1, raw.length - 1)
+    val list = Vector.newBuilder[Change]
+    def bytes(): Array[Byte] = { val b = new Array[Byte](in.getInt()); in.get(b); b }
+    while (in.hasRemaining) list += (in.get() match {
+      case ChangeDelete => Change.Delete
+      case ChangePut    => Change.Put(bytes())
+      case ChangeMerge  => Change.Merge(bytes())
+      case other        => throw new IllegalStateException(s"spilled change of kind $other")
+    })
+    new Changes(list.result())
+  }
 
   /** `inMemory` over `spilled`, both in key order: the union, an in-memory entry shadowing a spilled one of
     * the same key.

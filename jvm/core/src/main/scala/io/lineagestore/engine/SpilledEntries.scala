@@ -15,10 +15,10 @@ import org.rocksdb._
   * number). Never the store's RocksDB: uncommitted changes reach committed state only when the batch is
   * applied, which reads them back from here ([[foreach]]).
   *
-  * Each entry is its key's plain change: a value, or a delete. A delete is stored as a value too (one tag
-  * byte, [[DeletedTag]]; a value is [[ValueTag]] and its bytes), because a RocksDB delete would look, to a
-  * lookup, like a key this batch never wrote, and the batch must answer "deleted" there, not fall through to
-  * the committed value.
+  * Each entry is what the batch holds for its key, behind a tag byte: a value ([[ValueTag]]), a delete
+  * ([[DeletedTag]]), or changes kept one by one ([[ChangesTag]], encoded by the writer). A delete is a value
+  * too, because a RocksDB delete would look, to a lookup, like a key this batch never wrote, and the batch
+  * must answer "deleted" there, not fall through to the committed value.
   *
   * Thread-safety: guarded by a read-write lock. The task thread writes runs and reads; once the batch is
   * committed, the apply thread reads it back and [[close]]s it while the task thread may still look a key up
@@ -50,10 +50,16 @@ final class SpilledEntries(val dir: File) extends AutoCloseable {
     .setLevel0SlowdownWritesTrigger(1 << 20)
     .setLevel0StopWritesTrigger(1 << 20)
   private val readOptions = new ReadOptions()
-  private val db: RocksDB = {
-    Files.createDirectories(runsDir.toPath)
-    RocksDB.open(options, new File(dir, "db").getAbsolutePath)
-  }
+  private val db: RocksDB =
+    try {
+      Files.createDirectories(runsDir.toPath)
+      RocksDB.open(options, new File(dir, "db").getAbsolutePath)
+    } catch {
+      case e: Throwable => // nothing to spill into: free what was made, and leave no directory behind
+        readOptions.close(); options.close(); bloom.close(); cache.close()
+        LocalFiles.deleteRecursively(dir)
+        throw e
+    }
   private var keyBuffer = ByteBuffer.allocateDirect(256)
   private var valueBuffer = ByteBuffer.allocateDirect(4096)
 
@@ -77,17 +83,17 @@ final class SpilledEntries(val dir: File) extends AutoCloseable {
     var written = 0L
     try {
       writer.open(file.getAbsolutePath)
+      def entry(key: Array[Byte], tag: Byte, from: Array[Byte], offset: Int, length: Int): Unit = {
+        add(writer, key, tag, from, offset, length)
+        filter.add(key)
+        written += 1
+      }
       fill(new RunWriter {
-        def put(key: Array[Byte], from: Array[Byte], offset: Int, length: Int): Unit = {
-          add(writer, key, ValueTag, from, offset, length)
-          filter.add(key)
-          written += 1
-        }
-        def delete(key: Array[Byte]): Unit = {
-          add(writer, key, DeletedTag, null, 0, 0)
-          filter.add(key)
-          written += 1
-        }
+        def put(key: Array[Byte], from: Array[Byte], offset: Int, length: Int): Unit =
+          entry(key, ValueTag, from, offset, length)
+        def delete(key: Array[Byte]): Unit = entry(key, DeletedTag, null, 0, 0)
+        def changes(key: Array[Byte], encoded: Array[Byte]): Unit =
+          entry(key, ChangesTag, encoded, 0, encoded.length)
       })
       if (written > 0) {
         writer.finish()
@@ -214,6 +220,10 @@ object SpilledEntries {
   /** The first byte of a spilled entry: the key's value follows. */
   val ValueTag: Byte = 1
 
+  /** The first byte of a spilled entry: the key's changes follow, each kept (their encoding is the writer's).
+    */
+  val ChangesTag: Byte = 2
+
   // the runs' block cache: they are read by point lookups of keys mostly not there (Bloom filters, held by
   // each run's table reader, answer those) and once in order at apply; the page cache serves the rest
   private val CacheBytes = 8L << 20
@@ -222,5 +232,6 @@ object SpilledEntries {
   trait RunWriter {
     def put(key: Array[Byte], from: Array[Byte], offset: Int, length: Int): Unit
     def delete(key: Array[Byte]): Unit
+    def changes(key: Array[Byte], encoded: Array[Byte]): Unit
   }
 }

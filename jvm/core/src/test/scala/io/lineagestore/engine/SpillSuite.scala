@@ -182,18 +182,45 @@ class SpillSuite extends AnyFunSuite {
     }
   }
 
-  test("what cannot spill still fails naming the key, and the store stays usable") {
-    withDb() { (db, spillRoot) =>
-      val e = intercept[PendingWritesLimitException] {
-        (0 until 100000).foreach(i => db.merge(k(i % 4000), new Array[Byte](100)))
-      }
-      assert(e.getMessage.contains("maxPendingBytes") && e.getMessage.contains("cannot spill"), e.getMessage)
-      db.abort()
-      assert(spillDirs(spillRoot).isEmpty)
-      db.put(k(1), "a".getBytes(UTF_8))
+  test("list appends spill too, every change kept in order; without a spill the bound fails naming the key") {
+    withDb() { (db, _) =>
+      db.put(k(0), "base".getBytes(UTF_8))
       db.commit()
-      assert(contents(db) == Vector(str(k(1)) -> "a"))
+      val model = mutable.Map(str(k(0)) -> "base")
+      val feed = mutable.Map.empty[String, Vector[String]].withDefaultValue(Vector.empty)
+      (1 to 20000).foreach { i =>
+        val key = k(i % 400)
+        val e = s"e$i-" + "q" * 40
+        if (i % 997 == 0) {
+          db.delete(key, everyChange = true); model -= str(key); feed(str(key)) :+= "delete"
+        } else {
+          db.merge(key, e.getBytes(UTF_8))
+          model(str(key)) = model.get(str(key)).fold(e)(_ + "," + e)
+          feed(str(key)) = feed(str(key)) match { // a merge after a put or a merge joins it, as in memory
+            case init :+ last if !last.startsWith("delete") => init :+ s"$last,$e"
+            case earlier                                    => earlier :+ s"merge $e"
+          }
+        }
+      }
+      assert(db.pending.spilledRuns >= 3 && db.pending.sizeBytes <= Limit)
+      val changes = mutable.Map.empty[String, Vector[String]].withDefaultValue(Vector.empty)
+      db.pending.foreachChange(inKeyOrder = true) { (key, c) =>
+        changes(str(key)) :+= (c match {
+          case Change.Put(v)   => s"put ${str(v)}"
+          case Change.Delete   => "delete"
+          case Change.Merge(e) => s"merge ${str(e)}"
+        })
+      }
+      assert(changes.toMap == feed.toMap) // each key's changes as the batch kept them, across spills
+      assert(contents(db).toMap == model) // pending, through the runs
+      db.commit()
+      assert(contents(db).toMap == model)
     }
+    val bounded = new PendingWrites(Limit, "maxPendingBytes") // no spill
+    val e = intercept[PendingWritesLimitException](
+      (0 until 4000).foreach(i => bounded.put(k(i), new Array[Byte](100)))
+    )
+    assert(e.getMessage.contains("maxPendingBytes"), e.getMessage)
   }
 
   test("a spill the local disk refuses fails naming the directory and the key; committed state is kept") {

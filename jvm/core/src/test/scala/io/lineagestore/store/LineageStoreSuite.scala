@@ -211,14 +211,23 @@ class LineageStoreSuite extends AnyFunSuite with StoreFixture {
     assert(contents(fresh) == expected && fresh.columnFamilies.counts("default") == expected.size)
   }
 
-  test("list appends past the pending-writes bound fail with the configuration key to raise") {
+  test("list appends past the pending-writes bound spill too; the delta keeps each, and restores") {
     val s = newStore(StoreSettings.Default.copy(maxPendingBytes = 1 << 20))
     s.load(CheckpointId.Empty)
-    val e = intercept[PendingWritesLimitException] {
-      (1 to 20000).foreach(i => s.merge(D, b(s"k${i % 100}"), new Array[Byte](200)))
+    s.put(D, b("k1"), b("base"))
+    val v1 = s.commit()
+    val appended = (1 to 20000).map(i => s"k${i % 100}" -> s"e$i-${"x" * 100}")
+    appended.foreach { case (k, e) => s.merge(D, b(k), b(e)) }
+    assert(s.pendingSpilledRuns >= 2)
+    val v2 = s.commit()
+    val expected = appended.groupMap(_._1)(_._2).map { case (k, es) =>
+      k -> ((if (k == "k1") Seq("base") else Nil) ++ es).mkString(",")
     }
-    assert(e.getMessage.contains("spark.sql.streaming.stateStore.lineagestore.maxPendingBytes"))
-    s.abort()
+    assert(contents(s) == expected)
+    val fresh = newStore()
+    fresh.load(v1)
+    fresh.load(v2)
+    assert(contents(fresh) == expected)
   }
 
   test("clean-up keeps every retained version loadable and deletes the rest, with losers after the window") {
