@@ -56,3 +56,27 @@ final class MergedIterator(
   }
   override def close(): Unit = if (!closed) { closed = true; onClose() }
 }
+
+/** Two iterators of entries in ascending key order as one: their union, `newer`'s entry shadowing `older`'s
+  * of the same key (a batch's entries in memory over those it spilled).
+  */
+private[engine] object Shadowing {
+  def apply[V](
+      newer: Iterator[(Array[Byte], V)],
+      older: Iterator[(Array[Byte], V)]
+  ): Iterator[(Array[Byte], V)] =
+    new Iterator[(Array[Byte], V)] {
+      private val n = newer.buffered
+      private val o = older.buffered
+      override def hasNext: Boolean = n.hasNext || o.hasNext
+      override def next(): (Array[Byte], V) =
+        if (!o.hasNext) n.next()
+        else if (!n.hasNext) o.next()
+        else {
+          val cmp = PendingWrites.Order.compare(n.head._1, o.head._1)
+          if (cmp < 0) n.next()
+          else if (cmp > 0) o.next()
+          else { o.next(); n.next() }
+        }
+    }
+}

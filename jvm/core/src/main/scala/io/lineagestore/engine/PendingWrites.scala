@@ -7,43 +7,6 @@ import java.util.concurrent.ConcurrentSkipListMap
 class PendingWritesLimitException(message: String, cause: Throwable = null)
     extends IllegalStateException(message, cause)
 
-/** One change a batch made to a key. */
-sealed abstract class Change
-object Change {
-  final case class Put(value: Array[Byte]) extends Change
-  case object Delete extends Change
-
-  /** Appends `elements` (one or more values joined by [[ListMerge.Delimiter]]) to the key's value. */
-  final case class Merge(elements: Array[Byte]) extends Change
-}
-
-/** The engine's one merge: appending elements to a multi-valued key's value, joined by one `,` byte, which is
-  * how Spark's multi-valued value decoder reads a list back (and what Spark's RocksDB merge operator does).
-  * The local RocksDB never holds a merge operand: merges are resolved into plain values when a batch is
-  * applied, so a snapshot's files read the same with or without this operation.
-  */
-object ListMerge {
-  val Delimiter: Byte = ','
-
-  /** `base` (null: no value) with `elements` appended. */
-  def apply(base: Array[Byte], elements: Array[Byte]): Array[Byte] =
-    if (base == null) elements
-    else {
-      val out = Arrays.copyOf(base, base.length + 1 + elements.length)
-      out(base.length) = Delimiter
-      System.arraycopy(elements, 0, out, base.length + 1, elements.length)
-      out
-    }
-
-  /** The value after `changes`, applied in order to `base` (null: no value); null when the key is gone. */
-  def applyAll(base: Array[Byte], changes: Iterable[Change]): Array[Byte] =
-    changes.foldLeft(base) {
-      case (_, Change.Put(v))         => v
-      case (_, Change.Delete)         => null
-      case (cur, Change.Merge(elems)) => apply(cur, elems)
-    }
-}
-
 /** The writes of the batch in progress, kept out of RocksDB until commit, so abort (and a failed or duplicate
   * task) costs nothing and leaves no trace in the committed state.
   *
@@ -105,7 +68,7 @@ final class PendingWrites(
   import PendingWrites._
 
   // values: Array[Byte] (the key's new value), InArena (the key's new value, in `arena` at the slot's
-  // number), Tombstone (deleted), a Changes (every change, in order), or a Read (not written: whether the key
+  // number), Tombstone (deleted), a ChangeList (every change, in order), or a Read (not written: whether the key
   // has a committed value)
   private var byKey = new KeyTable
   private var arena = new ValueArena
@@ -202,7 +165,7 @@ final class PendingWrites(
     if (spilled == null) CloseableIterator.of(inMemory)
     else {
       val runs = spilled.range(from, until)
-      CloseableIterator.of(shadowing(inMemory, runs.map { case (k, raw) => (k, decode(raw)) }), runs.close())
+      CloseableIterator.of(Shadowing(inMemory, runs.map { case (k, raw) => (k, decode(raw)) }), runs.close())
     }
   }
 
@@ -266,7 +229,7 @@ final class PendingWrites(
     */
   def foreachChange(inKeyOrder: Boolean)(f: (Array[Byte], Change) => Unit): Unit = {
     def changesOf(k: Array[Byte], e: AnyRef): Unit = e match {
-      case c: Changes          => c.list.foreach(f(k, _))
+      case c: ChangeList       => c.list.foreach(f(k, _))
       case t if t eq Tombstone => f(k, Change.Delete)
       case v: Array[Byte]      => f(k, Change.Put(v))
       case other               => throw new IllegalStateException(s"pending entry $other")
@@ -276,7 +239,7 @@ final class PendingWrites(
     else {
       val runs = spilled.range(Array.emptyByteArray, null)
       try
-        shadowing(sortedEntries, runs.map { case (k, raw) => (k, decode(raw)) }).foreach { case (k, e) =>
+        Shadowing(sortedEntries, runs.map { case (k, raw) => (k, decode(raw)) }).foreach { case (k, e) =>
           changesOf(k, e)
         }
       finally runs.close()
@@ -377,7 +340,7 @@ final class PendingWrites(
   private def recordChange(key: Array[Byte], change: Change): Unit = {
     val before: Vector[Change] = lookup(key) match {
       case null                => Vector.empty
-      case c: Changes          => c.list
+      case c: ChangeList       => c.list
       case t if t eq Tombstone => Vector(Change.Delete)
       case v: Array[Byte]      => Vector(Change.Put(v))
       case other               => throw new IllegalStateException(s"pending entry $other")
@@ -387,7 +350,7 @@ final class PendingWrites(
       case (Some(Change.Merge(m)), Change.Merge(e)) => before.init :+ Change.Merge(ListMerge(m, e))
       case _                                        => before :+ change
     }
-    val entry = new Changes(after)
+    val entry = new ChangeList(after)
     val previous = store(key, entry)
     refuseLog()
     account(key, previous, entry.valueBytes)
@@ -430,7 +393,7 @@ final class PendingWrites(
                 run.put(k, arena.chunkOf(at), arena.offsetOf(at), arena.lengthOf(at))
               case t if t eq Tombstone => run.delete(k)
               case v: Array[Byte]      => run.put(k, v, 0, v.length)
-              case c: Changes          => run.changes(k, encodeChanges(c))
+              case c: ChangeList       => run.changes(k, c.encoded)
               case other               => throw new IllegalStateException(s"pending entry $other")
             }
           }
@@ -487,17 +450,9 @@ object PendingWrites {
   /** For a remembered read ([[isRead]]): whether the key has a committed value. */
   def readExists(read: AnyRef): Boolean = read.asInstanceOf[Read].exists
 
-  private final class Changes(val list: Vector[Change]) {
-    def valueBytes: Long = list.iterator.map {
-      case Change.Put(v)   => v.length.toLong + 16
-      case Change.Merge(e) => e.length.toLong + 16
-      case Change.Delete   => 16L
-    }.sum
-  }
-
   // bytes a replaced entry gave back (an arena value gives back none: its bytes stay in the arena)
   private def entryBytes(e: AnyRef): Long = e match {
-    case c: Changes     => c.valueBytes
+    case c: ChangeList  => c.valueBytes
     case v: Array[Byte] => v.length.toLong
     case _              => 0L
   }
@@ -509,72 +464,18 @@ object PendingWrites {
       raw(0) match {
         case SpilledEntries.DeletedTag => Tombstone
         case SpilledEntries.ValueTag   => Arrays.copyOfRange(raw, 1, raw.length)
-        case _                         => decodeChanges(raw)
+        case _                         => ChangeList.decode(raw, 1)
       }
-
-  // a key's changes as a run holds them, after the tag byte: per change its kind (ChangeDelete, ChangePut,
-  // ChangeMerge), then for a put or a merge its bytes' length (4 bytes) and its bytes
-  private val ChangeDelete: Byte = 0
-  private val ChangePut: Byte = 1
-  private val ChangeMerge: Byte = 2
-
-  private def encodeChanges(c: Changes): Array[Byte] = {
-    val out = java.nio.ByteBuffer.allocate(c.list.iterator.map {
-      case Change.Put(v)   => 5 + v.length
-      case Change.Merge(e) => 5 + e.length
-      case Change.Delete   => 1
-    }.sum)
-    c.list.foreach {
-      case Change.Delete   => out.put(ChangeDelete)
-      case Change.Put(v)   => out.put(ChangePut).putInt(v.length).put(v)
-      case Change.Merge(e) => out.put(ChangeMerge).putInt(e.length).put(e)
-    }
-    out.array()
-  }
-
-  private def decodeChanges(raw: Array[Byte]): Changes = {
-    val in = java.nio.ByteBuffer.wrap(raw, 1, raw.length - 1)
-    val list = Vector.newBuilder[Change]
-    def bytes(): Array[Byte] = { val b = new Array[Byte](in.getInt()); in.get(b); b }
-    while (in.hasRemaining) list += (in.get() match {
-      case ChangeDelete => Change.Delete
-      case ChangePut    => Change.Put(bytes())
-      case ChangeMerge  => Change.Merge(bytes())
-      case other        => throw new IllegalStateException(s"spilled change of kind $other")
-    })
-    new Changes(list.result())
-  }
-
-  /** `inMemory` over `spilled`, both in key order: the union, an in-memory entry shadowing a spilled one of
-    * the same key.
-    */
-  private def shadowing(
-      inMemory: Iterator[(Array[Byte], Entry)],
-      spilled: Iterator[(Array[Byte], Entry)]
-  ): Iterator[(Array[Byte], Entry)] = new Iterator[(Array[Byte], Entry)] {
-    private val m = inMemory.buffered
-    private val s = spilled.buffered
-    override def hasNext: Boolean = m.hasNext || s.hasNext
-    override def next(): (Array[Byte], Entry) =
-      if (!s.hasNext) m.next()
-      else if (!m.hasNext) s.next()
-      else {
-        val cmp = Order.compare(m.head._1, s.head._1)
-        if (cmp < 0) m.next()
-        else if (cmp > 0) s.next()
-        else { s.next(); m.next() }
-      }
-  }
 
   /** Whether the value after `entry` depends on the committed value (it starts with a merge). */
   def needsCommitted(entry: Entry): Boolean = entry match {
-    case c: Changes => c.list.head.isInstanceOf[Change.Merge]
-    case _          => false
+    case c: ChangeList => c.list.head.isInstanceOf[Change.Merge]
+    case _             => false
   }
 
   /** The key's value after the batch (null: deleted), given its committed value (read only if needed). */
   def resolve(entry: Entry, committed: => Array[Byte]): Array[Byte] = entry match {
-    case c: Changes          => ListMerge.applyAll(if (needsCommitted(c)) committed else null, c.list)
+    case c: ChangeList       => ListMerge.applyAll(if (needsCommitted(c)) committed else null, c.list)
     case t if t eq Tombstone => null
     case v: Array[Byte]      => v
     case other               => throw new IllegalStateException(s"pending entry $other")
