@@ -15,7 +15,9 @@ package io.lineagestore.engine
   *     the keys), and each compaction rewrites the store to take in little: compacting at 8 instead of
   *     RocksDB's 4 halves those rewrites (the `default` preset's SST bytes per batch fell by a quarter) and
   *     the compaction threads' work (at 1 KiB values, 0.54 s per batch at 4 against 0.36 s at 8), and the
-  *     intermediate levels RocksDB keeps spare the last level most of them.
+  *     intermediate levels RocksDB keeps spare the last level most of them; except where they add up to about
+  *     one copy of a store larger than the level base, which compacts as for many copies ([[forInterval]]
+  *     says why).
   * A margin between the two keeps a store near the boundary from switching at every freeze.
   */
 object CompactionTrigger {
@@ -33,24 +35,44 @@ object CompactionTrigger {
     */
   val MaxLevelBase: Long = 1L << 30
 
-  /** The trigger after an interval that flushed `flushedBytes` into a store of `storeBytes`, given the
-    * `current`.
+  /** The trigger after an interval whose flushes rewrote `rewrittenBytes` of a store of `storeBytes` (what it
+    * flushed less what the store grew by: a load adds keys, it does not copy them), given the `current`:
+    *   - several copies of the store: many copies;
+    *   - about one copy, into a store larger than RocksDB's level base: many copies too. At 8 such a store
+    *     compacts L0 into an intermediate level, about once in an interval and a half, so nearly every flush
+    *     is uploaded as an L0 file at the freeze after it and again inside that level when the next
+    *     compaction rewrites it; at 4 with the store in its last level alone, an interval's flushes are
+    *     mostly merged into the one copy its snapshot uploads (`10m-1m-100b`: 263.9 against 308.8 MiB per
+    *     batch, the same CPU; docs/benchmarks.md). Not below the level base: there the store already lives in
+    *     one level, and 4 only doubles the compactions for the same bytes (`1m-100k-1k`);
+    *   - fewer: few copies, with a margin below each threshold (and below the level base) so that a store
+    *     near one does not switch at every freeze.
+    * `levelBase` is the level base the store runs with at few copies (RocksDB's; tests shrink it).
     */
-  def forInterval(flushedBytes: Long, storeBytes: Long, current: Int): Int =
+  def forInterval(
+      rewrittenBytes: Long,
+      storeBytes: Long,
+      current: Int,
+      levelBase: Long = DefaultLevelBase
+  ): Int =
     if (storeBytes <= 0) current
-    else if (flushedBytes >= 3 * storeBytes) ManyCopies
-    else if (flushedBytes * 2 <= 3 * storeBytes) FewCopies
+    else if (rewrittenBytes >= 3 * storeBytes) ManyCopies
+    else if (storeBytes > levelBase && rewrittenBytes * 4 >= 3 * storeBytes) ManyCopies
+    else if (
+      rewrittenBytes * 2 <= 3 * storeBytes &&
+      (storeBytes * 8 <= 7 * levelBase || rewrittenBytes * 8 <= 3 * storeBytes)
+    ) FewCopies
     else current
 
-  /** RocksDB's level base for a store of `storeBytes` compacting at `trigger`: RocksDB's own where the
-    * flushes hold few copies; at many copies, room for the store to grow to twice its size in the last level
-    * alone (a power of two, so the value changes only when the store's size does by as much), at most
+  /** RocksDB's level base for a store of `storeBytes` compacting at `trigger`: `levelBase` where the flushes
+    * hold few copies; at many copies, room for the store to grow to twice its size in the last level alone (a
+    * power of two, so the value changes only when the store's size does by as much), at most
     * [[MaxLevelBase]].
     */
-  def levelBaseBytes(trigger: Int, storeBytes: Long): Long =
-    if (trigger != ManyCopies) DefaultLevelBase
+  def levelBaseBytes(trigger: Int, storeBytes: Long, levelBase: Long = DefaultLevelBase): Long =
+    if (trigger != ManyCopies) levelBase
     else {
-      val wanted = math.max(DefaultLevelBase, 2 * storeBytes)
+      val wanted = math.max(levelBase, 2 * storeBytes)
       math.min(MaxLevelBase, java.lang.Long.highestOneBit(wanted - 1) << 1)
     }
 }

@@ -11,12 +11,15 @@ import org.rocksdb._
 /** Tuning for the local RocksDB instances (values from `LineageConf`: `memoryBytes`, `writeBufferBytes`,
   * `sstCompression`, a name of [[SstCompression.names]]). `memoryBytes` bounds the block cache AND the
   * memtables of all stores of one executor together (one shared cache, memtables charged to it), so the
-  * memory RocksDB takes does not grow with the number of partitions an executor holds.
+  * memory RocksDB takes does not grow with the number of partitions an executor holds. `levelBaseBytes` is
+  * RocksDB's level base where [[CompactionTrigger]] keeps RocksDB's own (not a setting: tests shrink it to
+  * give a store of a few MiB the levels a larger one has).
   */
 final case class RocksDbTuning(
     memoryBytes: Long,
     writeBufferBytes: Long,
-    sstCompression: String = SstCompression.Default
+    sstCompression: String = SstCompression.Default,
+    levelBaseBytes: Long = CompactionTrigger.DefaultLevelBase
 )
 
 /** The executor-wide RocksDB memory: one LRU cache and a write-buffer manager charging memtables to it. */
@@ -74,8 +77,9 @@ final class LocalRocksDb(
   // listener: a listener's JNI callback from a flush thread aborts the process when it races the JVM's exit.
   private val statistics = new Statistics(java.util.EnumSet.allOf(classOf[HistogramType]))
   private var l0Trigger = CompactionTrigger.Initial
-  private var levelBase = CompactionTrigger.DefaultLevelBase
+  private var levelBase = tuning.levelBaseBytes
   private var flushedAtLastLook = 0L // the interval's flushed bytes when adaptWithinInterval last looked
+  private var storeAtIntervalStart = 0L // the store's size at the last freeze or open
   private val bloom = new BloomFilter(10)
   private val tableConfig =
     new BlockBasedTableConfig().setBlockCache(cache).setFilterPolicy(bloom)
@@ -87,7 +91,7 @@ final class LocalRocksDb(
     .setTableFormatConfig(tableConfig)
     .setMaxOpenFiles(256)
     .setLevel0FileNumCompactionTrigger(CompactionTrigger.Initial)
-    .setMaxBytesForLevelBase(CompactionTrigger.DefaultLevelBase)
+    .setMaxBytesForLevelBase(tuning.levelBaseBytes)
     .setStatistics(statistics)
     // A whole-key Bloom filter per memtable (a fiftieth of its size): most lookups of a batch are of keys the
     // memtables do not hold (written more than a memtable ago), and each searched every memtable's skip
@@ -134,8 +138,9 @@ final class LocalRocksDb(
     Files.createDirectories(dir.toPath)
     db = RocksDB.open(options, dir.getAbsolutePath)
     l0Trigger = CompactionTrigger.Initial
-    levelBase = CompactionTrigger.DefaultLevelBase
+    levelBase = tuning.levelBaseBytes
     flushedAtLastLook = 0L
+    storeAtIntervalStart = db.getLongProperty("rocksdb.estimate-live-data-size")
     statistics.getAndResetTickerCount(TickerType.FLUSH_WRITE_BYTES)
   }
 
@@ -374,22 +379,30 @@ final class LocalRocksDb(
     // RocksDB's estimate of the store's size: the largest set of SSTs whose key ranges do not overlap, so
     // each key counted about once however many L0 copies hold it
     val storeBytes = db.getLongProperty("rocksdb.estimate-live-data-size")
-    setCompaction(CompactionTrigger.forInterval(flushedBytes, storeBytes, l0Trigger), storeBytes)
+    setCompaction(triggerAfter(flushedBytes, storeBytes), storeBytes)
+    storeAtIntervalStart = storeBytes
   }
 
-  // The interval's flushes so far already hold several copies of the store: compact as for many copies now,
-  // not at the freeze, so the snapshot ending this interval (the first after every open, hence every
-  // scheduled run's) uploads what that shape leaves. Only upward: fewer copies is known only once the
-  // interval is over. The store's size is its largest level below L0 (each a sorted run a compaction made:
-  // one copy of the keys it holds, and the last level holds most of them), never the L0 files alone: flushes
-  // of keys in random order overlap, and before any compaction RocksDB's estimate counts one L0 file (a
-  // load batch of one copy would look like four).
+  // the trigger for an interval that has flushed `flushedBytes` so far into a store of `storeBytes`; what
+  // its flushes rewrote is what they hold less what the store grew by (a load takes its keys in as new)
+  private def triggerAfter(flushedBytes: Long, storeBytes: Long): Int = {
+    val rewritten = math.max(0L, flushedBytes - math.max(0L, storeBytes - storeAtIntervalStart))
+    CompactionTrigger.forInterval(rewritten, storeBytes, l0Trigger, tuning.levelBaseBytes)
+  }
+
+  // The interval's flushes so far already make many copies the shape ([[CompactionTrigger.forInterval]]):
+  // compact as for many copies now, not at the freeze, so the snapshot ending this interval (the first after
+  // every open, hence every scheduled run's) uploads what that shape leaves. Only upward: fewer copies is
+  // known only once the interval is over. The store's size is its largest level below L0 (each a sorted run
+  // a compaction made: one copy of the keys it holds, and the last level holds most of them), never the L0
+  // files alone: flushes of keys in random order overlap, and before any compaction RocksDB's estimate
+  // counts one L0 file (a load batch of one copy would look like four).
   private def adaptWithinInterval(): Unit = if (l0Trigger != CompactionTrigger.ManyCopies) {
     val flushedBytes = statistics.getTickerCount(TickerType.FLUSH_WRITE_BYTES)
     if (flushedBytes > flushedAtLastLook) {
       flushedAtLastLook = flushedBytes
       def manyCopies(storeBytes: Long) =
-        CompactionTrigger.forInterval(flushedBytes, storeBytes, l0Trigger) == CompactionTrigger.ManyCopies
+        triggerAfter(flushedBytes, storeBytes) == CompactionTrigger.ManyCopies
       val estimate = db.getLongProperty("rocksdb.estimate-live-data-size")
       if (manyCopies(estimate)) { // cheap first: the levels' sizes only once the estimate says so
         val sorted = db.getColumnFamilyMetaData.levels.asScala.filter(_.level() > 0).map(_.size()).maxOption
@@ -401,7 +414,7 @@ final class LocalRocksDb(
   }
 
   private def setCompaction(wanted: Int, storeBytes: Long): Unit = {
-    val base = CompactionTrigger.levelBaseBytes(wanted, storeBytes)
+    val base = CompactionTrigger.levelBaseBytes(wanted, storeBytes, tuning.levelBaseBytes)
     if (wanted != l0Trigger || base != levelBase) {
       db.setOptions(
         MutableColumnFamilyOptions

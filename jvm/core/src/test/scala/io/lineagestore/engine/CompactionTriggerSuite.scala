@@ -23,6 +23,22 @@ class CompactionTriggerSuite extends AnyFunSuite {
     assert(forInterval(1L << 30, 0, ManyCopies) == ManyCopies) // nothing known of the store: as it was
   }
 
+  test("about one copy into a store larger than the level base compacts at 4; a tenth of one at 8") {
+    val store = 400L << 20 // above the 256 MiB level base: RocksDB keeps it in two levels at 8
+    assert(forInterval(store, store, FewCopies) == ManyCopies)
+    assert(forInterval(store * 3 / 4, store, FewCopies) == ManyCopies)
+    assert(forInterval(store / 2, store, FewCopies) == FewCopies) // between: as it was
+    assert(forInterval(store / 2, store, ManyCopies) == ManyCopies)
+    assert(forInterval(store / 10, store, ManyCopies) == FewCopies)
+    // below the level base, one copy is few copies; just below it, the margin keeps either
+    assert(forInterval(200L << 20, 200L << 20, ManyCopies) == FewCopies)
+    assert(forInterval(240L << 20, 240L << 20, ManyCopies) == ManyCopies)
+    assert(forInterval(240L << 20, 240L << 20, FewCopies) == FewCopies)
+    // the level base the store runs with decides, not RocksDB's default
+    assert(forInterval(8L << 20, 8L << 20, FewCopies, levelBase = 4L << 20) == ManyCopies)
+    assert(levelBaseBytes(FewCopies, 8L << 20, levelBase = 4L << 20) == (4L << 20))
+  }
+
   test(
     "many copies put a store of up to half a GiB in the last level alone; few copies keep RocksDB's base"
   ) {
@@ -34,18 +50,37 @@ class CompactionTriggerSuite extends AnyFunSuite {
     assert(levelBaseBytes(ManyCopies, 5L << 30) == MaxLevelBase)
   }
 
-  private def withStore(name: String)(body: (LocalRocksDb, (Int, Int) => Unit) => Unit): Unit = {
-    val dir = Files.createTempDirectory(s"lineagestore-compaction-$name").toFile
-    val db = new LocalRocksDb(dir, RocksDbTuning(256L << 20, 1L << 20), Long.MaxValue, "maxPendingBytes")
-    val rnd = new scala.util.Random(7)
-    // incompressible values: the flushed files' sizes are what was written
-    def value: Array[Byte] = { val v = new Array[Byte](200); rnd.nextBytes(v); v }
-    // keys in a shuffled order, as a hash partitioner delivers them: every flush spans the whole key range
-    def batch(from: Int, keys: Int): Unit = {
-      rnd.shuffle((from until from + keys).toVector).foreach(i => db.put(f"k-$i%08d".getBytes(UTF_8), value))
+  /** Commits batches of keys `k-<from>` .. `k-<from + keys - 1>` with incompressible 200-byte values (the
+    * flushed files' sizes are what was written).
+    */
+  private final class Batches(db: LocalRocksDb) {
+    private val rnd = new scala.util.Random(7)
+    private def put(i: Int): Unit = {
+      val v = new Array[Byte](200)
+      rnd.nextBytes(v)
+      db.put(f"k-$i%08d".getBytes(UTF_8), v)
+    }
+
+    /** Keys in a shuffled order, as a hash partitioner delivers them: every flush spans the whole range. */
+    def apply(from: Int, keys: Int): Unit = {
+      rnd.shuffle((from until from + keys).toVector).foreach(put)
       db.commit()
     }
-    try body(db, batch)
+
+    /** Keys in order: each flush holds a range of its own, and RocksDB's size estimate counts them all. */
+    def inOrder(from: Int, keys: Int): Unit = {
+      (from until from + keys).foreach(put)
+      db.commit()
+    }
+  }
+
+  private def withStore(name: String, levelBase: Long = DefaultLevelBase)(
+      body: (LocalRocksDb, Batches) => Unit
+  ): Unit = {
+    val dir = Files.createTempDirectory(s"lineagestore-compaction-$name").toFile
+    val tuning = RocksDbTuning(256L << 20, 1L << 20, levelBaseBytes = levelBase)
+    val db = new LocalRocksDb(dir, tuning, Long.MaxValue, "maxPendingBytes")
+    try body(db, new Batches(db))
     finally db.close()
   }
 
@@ -87,5 +122,37 @@ class CompactionTriggerSuite extends AnyFunSuite {
       db.reopen()
       assert(db.l0CompactionTrigger == Initial)
     }
+  }
+
+  test("a store larger than the level base, rewritten once an interval, switches to 4; loaded, it does not") {
+    // the same store (~4.3 MB) and intervals, against a level base below it (2 MiB) and RocksDB's own
+    for ((levelBase, spansLevels) <- Seq((2L << 20) -> true, DefaultLevelBase -> false))
+      withStore(s"one-copy-$spansLevels", levelBase) { (db, batch) =>
+        var freezes = 0
+        def freeze(): Unit = {
+          freezes += 1
+          db.checkpointTo(new java.io.File(db.dir.getParentFile, s"${db.dir.getName}-f$freezes"))
+        }
+        // loaded: the second interval's flushes hold nine tenths of the store, all of it keys it did not have
+        batch(0, 2000)
+        freeze()
+        batch.inOrder(2000, 18000)
+        freeze()
+        assert(db.l0CompactionTrigger == FewCopies, s"level base $levelBase: a load is no rewrite")
+        // a tenth: few copies, and the store's size at this freeze is the next interval's start (RocksDB's
+        // estimate at the load's freeze, most of it in L0 files, was a third of the store)
+        batch(0, 2000)
+        freeze()
+        assert(db.l0CompactionTrigger == FewCopies, s"level base $levelBase")
+        (0 until 10).foreach(i => batch(i * 2000, 2000)) // every key once, a tenth at a time
+        freeze()
+        assert(
+          db.l0CompactionTrigger == (if (spansLevels) ManyCopies else FewCopies),
+          s"level base $levelBase"
+        )
+        batch(0, 2000) // a tenth of the store in an interval
+        freeze()
+        assert(db.l0CompactionTrigger == FewCopies, s"level base $levelBase")
+      }
   }
 }
