@@ -16,8 +16,8 @@ package io.lineagestore.engine
   *     RocksDB's 4 halves those rewrites (the `default` preset's SST bytes per batch fell by a quarter) and
   *     the compaction threads' work (at 1 KiB values, 0.54 s per batch at 4 against 0.36 s at 8), and the
   *     intermediate levels RocksDB keeps spare the last level most of them; except where they add up to about
-  *     one copy of a store larger than the level base, which compacts as for many copies ([[forInterval]]
-  *     says why).
+  *     one copy of a store larger than the level base and are still in L0 at the freeze, which compacts as
+  *     for many copies ([[forInterval]] says why).
   * A margin between the two keeps a store near the boundary from switching at every freeze.
   */
 object CompactionTrigger {
@@ -35,34 +35,34 @@ object CompactionTrigger {
     */
   val MaxLevelBase: Long = 1L << 30
 
-  /** The trigger after an interval whose flushes rewrote `rewrittenBytes` of a store of `storeBytes` (what it
-    * flushed less what the store grew by: a load adds keys, it does not copy them), given the `current`:
-    *   - several copies of the store: many copies;
-    *   - about one copy, into a store larger than RocksDB's level base: many copies too. At 8 such a store
-    *     compacts L0 into an intermediate level, about once in an interval and a half, so nearly every flush
-    *     is uploaded as an L0 file at the freeze after it and again inside that level when the next
-    *     compaction rewrites it; at 4 with the store in its last level alone, an interval's flushes are
-    *     mostly merged into the one copy its snapshot uploads (`10m-1m-100b`: 263.9 against 308.8 MiB per
-    *     batch, the same CPU; docs/benchmarks.md). Not below the level base: there the store already lives in
-    *     one level, and 4 only doubles the compactions for the same bytes (`1m-100k-1k`);
+  /** The trigger after an interval of `shape`, given the `current`, for a store whose level base at few
+    * copies is `levelBase` (RocksDB's; tests shrink it):
+    *   - its flushes hold several copies of the store: many copies;
+    *   - they hold about one copy of a store larger than the level base, which it already was when the
+    *     interval began (a load adds keys, it does not copy them), and are still in L0 at the freeze (three
+    *     quarters of a copy or more): many copies too. Those L0 files are uploaded by this snapshot and again
+    *     inside the intermediate level the next compaction writes them into (`10m-1m-100b` at 8: about a copy
+    *     in L0 plus 190-210 MiB of L5 at each freeze, per store); at 4 with the store in its last level
+    *     alone, most of an interval's flushes are merged before its freeze (263.9 against 308.8 MiB per
+    *     batch, docs/benchmarks.md). Where compactions keep L0 small (`1m-100k-1k`: a half to a quarter of a
+    *     copy at its freezes, the churn absorbed by L5 while L6 stays put), 4 would rewrite the whole store
+    *     each interval instead (281 against 241 MB per batch, measured);
     *   - fewer: few copies, with a margin below each threshold (and below the level base) so that a store
     *     near one does not switch at every freeze.
-    * `levelBase` is the level base the store runs with at few copies (RocksDB's; tests shrink it).
     */
-  def forInterval(
-      rewrittenBytes: Long,
-      storeBytes: Long,
-      current: Int,
-      levelBase: Long = DefaultLevelBase
-  ): Int =
+  def forInterval(shape: IntervalShape, current: Int, levelBase: Long = DefaultLevelBase): Int = {
+    import shape._
+    def oneCopyInL0 =
+      storeBytes > levelBase && storeAtStartBytes * 4 >= 3 * storeBytes &&
+        flushedBytes * 4 >= 3 * storeBytes && l0Bytes * 4 >= 3 * storeBytes
     if (storeBytes <= 0) current
-    else if (rewrittenBytes >= 3 * storeBytes) ManyCopies
-    else if (storeBytes > levelBase && rewrittenBytes * 4 >= 3 * storeBytes) ManyCopies
+    else if (flushedBytes >= 3 * storeBytes || oneCopyInL0) ManyCopies
     else if (
-      rewrittenBytes * 2 <= 3 * storeBytes &&
-      (storeBytes * 8 <= 7 * levelBase || rewrittenBytes * 8 <= 3 * storeBytes)
+      flushedBytes * 2 <= 3 * storeBytes &&
+      (storeBytes * 8 <= 7 * levelBase || flushedBytes * 8 <= 3 * storeBytes)
     ) FewCopies
     else current
+  }
 
   /** RocksDB's level base for a store of `storeBytes` compacting at `trigger`: `levelBase` where the flushes
     * hold few copies; at many copies, room for the store to grow to twice its size in the last level alone (a
@@ -76,3 +76,14 @@ object CompactionTrigger {
       math.min(MaxLevelBase, java.lang.Long.highestOneBit(wanted - 1) << 1)
     }
 }
+
+/** What a snapshot interval did to a store, as [[CompactionTrigger.forInterval]] reads it: the bytes its
+  * flushes wrote, the store's size at its end and at its start (RocksDB's estimate), and the L0 files live at
+  * the freeze that ends it (0 within an interval: known only at its end).
+  */
+final case class IntervalShape(
+    flushedBytes: Long,
+    storeBytes: Long,
+    storeAtStartBytes: Long,
+    l0Bytes: Long = 0L
+)

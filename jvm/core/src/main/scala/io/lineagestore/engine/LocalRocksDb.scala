@@ -8,37 +8,6 @@ import scala.jdk.CollectionConverters._
 
 import org.rocksdb._
 
-/** Tuning for the local RocksDB instances (values from `LineageConf`: `memoryBytes`, `writeBufferBytes`,
-  * `sstCompression`, a name of [[SstCompression.names]]). `memoryBytes` bounds the block cache AND the
-  * memtables of all stores of one executor together (one shared cache, memtables charged to it), so the
-  * memory RocksDB takes does not grow with the number of partitions an executor holds. `levelBaseBytes` is
-  * RocksDB's level base where [[CompactionTrigger]] keeps RocksDB's own (not a setting: tests shrink it to
-  * give a store of a few MiB the levels a larger one has).
-  */
-final case class RocksDbTuning(
-    memoryBytes: Long,
-    writeBufferBytes: Long,
-    sstCompression: String = SstCompression.Default,
-    levelBaseBytes: Long = CompactionTrigger.DefaultLevelBase
-)
-
-/** The executor-wide RocksDB memory: one LRU cache and a write-buffer manager charging memtables to it. */
-object SharedRocksDbMemory {
-  private var current: Option[(Long, LRUCache, WriteBufferManager)] = None
-
-  /** The shared cache and manager for `bytes`; the first caller's size wins for the JVM's lifetime. */
-  def apply(bytes: Long): (LRUCache, WriteBufferManager) = synchronized {
-    val (_, cache, wbm) = current.getOrElse {
-      RocksDB.loadLibrary()
-      val cache = new LRUCache(bytes)
-      val created = (bytes, cache, new WriteBufferManager(bytes / 2, cache))
-      current = Some(created)
-      created
-    }
-    (cache, wbm)
-  }
-}
-
 /** The executor-local RocksDB instance of one store, plus the batch in progress.
   *
   * Committed state lives in RocksDB; the batch in progress lives in [[PendingWrites]] (past its bound, partly
@@ -87,7 +56,7 @@ final class LocalRocksDb(
     .setCreateIfMissing(true)
     .setWriteBufferSize(tuning.writeBufferBytes)
     .setWriteBufferManager(writeBufferManager)
-    .setCompressionType(LocalRocksDb.compressionType(tuning.sstCompression))
+    .setCompressionType(RocksDbTuning.compressionType(tuning.sstCompression))
     .setTableFormatConfig(tableConfig)
     .setMaxOpenFiles(256)
     .setLevel0FileNumCompactionTrigger(CompactionTrigger.Initial)
@@ -96,7 +65,7 @@ final class LocalRocksDb(
     // A whole-key Bloom filter per memtable (a fiftieth of its size): most lookups of a batch are of keys the
     // memtables do not hold (written more than a memtable ago), and each searched every memtable's skip
     // list first: a fifth of the task threads' RocksDB lookups at 1 KiB values (docs/benchmarks.md).
-    .setMemtablePrefixBloomSizeRatio(LocalRocksDb.MemtableBloomRatio)
+    .setMemtablePrefixBloomSizeRatio(RocksDbTuning.MemtableBloomRatio)
     .setMemtableWholeKeyFiltering(true)
   private val writeOptions = new WriteOptions().setDisableWAL(true)
   private val readOptions = new ReadOptions()
@@ -379,16 +348,20 @@ final class LocalRocksDb(
     // RocksDB's estimate of the store's size: the largest set of SSTs whose key ranges do not overlap, so
     // each key counted about once however many L0 copies hold it
     val storeBytes = db.getLongProperty("rocksdb.estimate-live-data-size")
-    setCompaction(triggerAfter(flushedBytes, storeBytes), storeBytes)
+    val l0Bytes = levelSizes.getOrElse(0, 0L)
+    setCompaction(triggerAfter(flushedBytes, storeBytes, l0Bytes), storeBytes)
     storeAtIntervalStart = storeBytes
   }
 
-  // the trigger for an interval that has flushed `flushedBytes` so far into a store of `storeBytes`; what
-  // its flushes rewrote is what they hold less what the store grew by (a load takes its keys in as new)
-  private def triggerAfter(flushedBytes: Long, storeBytes: Long): Int = {
-    val rewritten = math.max(0L, flushedBytes - math.max(0L, storeBytes - storeAtIntervalStart))
-    CompactionTrigger.forInterval(rewritten, storeBytes, l0Trigger, tuning.levelBaseBytes)
+  // the trigger for an interval that has flushed `flushedBytes` so far into a store of `storeBytes`, with
+  // `l0Bytes` in L0 at its freeze (0 before)
+  private def triggerAfter(flushedBytes: Long, storeBytes: Long, l0Bytes: Long = 0L): Int = {
+    lastInterval = IntervalShape(flushedBytes, storeBytes, storeAtIntervalStart, l0Bytes)
+    CompactionTrigger.forInterval(lastInterval, l0Trigger, tuning.levelBaseBytes)
   }
+
+  /** What the trigger was last chosen from (tests). */
+  private[engine] var lastInterval = IntervalShape(0L, 0L, 0L)
 
   // The interval's flushes so far already make many copies the shape ([[CompactionTrigger.forInterval]]):
   // compact as for many copies now, not at the freeze, so the snapshot ending this interval (the first after
@@ -427,6 +400,10 @@ final class LocalRocksDb(
       levelBase = base
     }
   }
+
+  /** Bytes of SST files per level now, levels with none left out. */
+  private[engine] def levelSizes: Map[Int, Long] =
+    db.getColumnFamilyMetaData.levels.asScala.filter(_.size() > 0).map(l => l.level() -> l.size()).toMap
 
   /** RocksDB's L0 compaction trigger now (tests). */
   private[engine] def l0CompactionTrigger: Int = db.getOptions().level0FileNumCompactionTrigger()
@@ -474,45 +451,5 @@ final class LocalRocksDb(
     closeForReplace()
     LocalFiles.deleteRecursively(spillRoot)
     writeOptions.close(); readOptions.close(); options.close(); bloom.close(); statistics.close()
-  }
-}
-
-/** A batch handed to an apply thread, and whether it reached RocksDB. `writes` is set to null by the apply
-  * thread once RocksDB holds them (or the write failed), so a batch's memory does not wait for its store's
-  * next use (a store may not be used again for a whole batch interval); a reader that finds null reads
-  * RocksDB.
-  */
-private final class InFlight(
-    @volatile var writes: PendingWrites,
-    val written: java.util.concurrent.CompletableFuture[Unit]
-)
-
-/** A committed batch did not reach the local RocksDB (its delta is in the blob store): the local state is
-  * behind the commit and has to be reloaded.
-  */
-final class LocalApplyFailed(dir: File, cause: Throwable)
-    extends IllegalStateException(
-      s"a committed batch could not be written to the local RocksDB in $dir (${cause.getMessage}); its delta " +
-        "is in the blob store, and the store reloads its state from there on its next load",
-      cause
-    )
-
-object LocalRocksDb {
-
-  /** The memtable Bloom filter's share of a memtable: 1.3 MB of a 64 MiB one, about 24 bits per key at
-    * 100-byte values (RocksDB probes it 6 times: a false positive well under 1%), more at larger values.
-    */
-  val MemtableBloomRatio = 0.02
-
-  /** RocksDB's type for a name of [[SstCompression.names]] (the configuration checked it). */
-  def compressionType(name: String): CompressionType = name match {
-    case SstCompression.Lz4           => CompressionType.LZ4_COMPRESSION
-    case SstCompression.Snappy        => CompressionType.SNAPPY_COMPRESSION
-    case SstCompression.Zstd          => CompressionType.ZSTD_COMPRESSION
-    case SstCompression.NoCompression => CompressionType.NO_COMPRESSION
-    case other                        =>
-      throw new IllegalArgumentException(
-        s"unknown SST compression '$other': one of ${SstCompression.names.mkString(", ")}"
-      )
   }
 }

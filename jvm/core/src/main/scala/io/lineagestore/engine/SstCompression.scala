@@ -10,7 +10,7 @@ package io.lineagestore.engine
   * and compaction CPU for smaller files (storage and transfer) where values compress.
   *
   * Names only: configuration and docs generation read them without RocksDB on the class path;
-  * [[LocalRocksDb]] maps a name to RocksDB's type.
+  * [[RocksDbTuning.compressionType]] maps a name to RocksDB's type.
   */
 object SstCompression {
   val Lz4 = "lz4"

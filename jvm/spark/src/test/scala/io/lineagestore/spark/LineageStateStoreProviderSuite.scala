@@ -388,25 +388,6 @@ class LineageStateStoreProviderSuite extends ProviderTestSupport {
     intercept[IllegalStateException](first.commit())
   }
 
-  test("a batch over maxPendingBytes spills to local disk, commits whole and reports what it spilled") {
-    val key = "spark.sql.streaming.stateStore.lineagestore.maxPendingBytes"
-    val p = newProvider(conf = storeConf(key -> "1m"))
-    val s = p.getStore(0, None)
-    (1 to 30000).foreach(i => put(s, s"key-$i-" + ("x" * 50), i))
-    (1 to 30000 by 3).foreach(i => remove(s, s"key-$i-" + ("x" * 50)))
-    val expected = (1 to 30000).filter(_ % 3 != 1).map(i => (s"key-$i-" + ("x" * 50), 0) -> i).toMap
-    assert(data(s) === expected) // a scan over the spilled runs and what stayed in memory
-    s.commit()
-    val spilled = s.metrics.customMetrics.collectFirst {
-      case (m, v) if m.name == "lineagestoreSpilledBytes" => v
-    }
-    assert(spilled.exists(_ > 0), spilled)
-    assert(s.metrics.numKeys === expected.size)
-    val c1 = Ckpt(1, s.getStateStoreCheckpointInfo().stateStoreCkptId)
-    closeProvider(p)
-    assert(readAt(newProvider(conf = storeConf(key -> "1m")), c1) === expected) // another executor
-  }
-
   test("random walk over lineages: extend, branch from older checkpoints, abort, lose executors") {
     val rnd = new Random(1234)
     val conf = storeConf(MinDeltasKey -> "2", MinBatchesKey -> "1000")

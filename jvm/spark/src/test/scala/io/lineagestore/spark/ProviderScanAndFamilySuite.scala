@@ -290,33 +290,6 @@ class ProviderScanAndFamilySuite extends ProviderTestSupport {
     } finally r.release()
   }
 
-  test("list state past maxPendingBytes spills: appends across spills read back in order, and restore") {
-    val bound = storeConf("spark.sql.streaming.stateStore.lineagestore.maxPendingBytes" -> "1m")
-    def values(s: ReadStateStore, k: String): Seq[Int] =
-      s.valuesIterator(keyRow(k), "list").map(valueOf).toList
-    val p = newCfProvider(conf = bound)
-    val keys = (0 until 100).map(i => s"list-key-$i")
-    val s = p.getStore(0, None)
-    createCf(s, "list", multi = true)
-    (0 until 1000).foreach(i => keys.foreach(k => s.merge(keyRow(k), valueRow(i), "list")))
-    s.remove(keyRow(keys(1)), "list")
-    s.merge(keyRow(keys(1)), valueRow(-1), "list")
-    val expected = keys.map(k => k -> (if (k == keys(1)) Seq(-1) else 0 until 1000)).toMap
-    assert(keys.forall(k => values(s, k) == expected(k)))
-    s.commit()
-    val spilled = s.metrics.customMetrics.collectFirst {
-      case (m, v) if m.name == "lineagestoreSpilledBytes" => v
-    }
-    assert(spilled.exists(_ > 0), spilled)
-    val c1 = Ckpt(1, s.getStateStoreCheckpointInfo().stateStoreCkptId)
-    closeProvider(p)
-    val r = newCfProvider(conf = bound).getReadStore(1, c1.id)
-    try {
-      r.registerColFamily("list", keySchema, valueSchema, noPrefix, true, false)
-      assert(keys.forall(k => values(r, k) == expected(k)))
-    } finally r.release()
-  }
-
   test("prefixScanWithMultiValues on a multi-valued family with a prefix encoder") {
     val spec = PrefixKeyScanStateEncoderSpec(keySchema, 1)
     val p = newCfProvider()
