@@ -38,23 +38,22 @@ object CompactionTrigger {
   /** The trigger after an interval of `shape`, given the `current`, for a store whose level base at few
     * copies is `levelBase` (RocksDB's; tests shrink it):
     *   - its flushes hold several copies of the store: many copies;
-    *   - they hold about one copy of a store larger than the level base, which it already was when the
-    *     interval began (a load adds keys, it does not copy them), and are still in L0 at the freeze (three
-    *     quarters of a copy or more): many copies too. Those L0 files are uploaded by this snapshot and again
-    *     inside the intermediate level the next compaction writes them into (`10m-1m-100b` at 8: about a copy
-    *     in L0 plus 190-210 MiB of L5 at each freeze, per store); at 4 with the store in its last level
-    *     alone, most of an interval's flushes are merged before its freeze (263.9 against 308.8 MiB per
-    *     batch, docs/benchmarks.md). Where compactions keep L0 small (`1m-100k-1k`: a half to a quarter of a
-    *     copy at its freezes, the churn absorbed by L5 while L6 stays put), 4 would rewrite the whole store
-    *     each interval instead (281 against 241 MB per batch, measured);
+    *   - they rewrote about one copy of a store larger than the level base (what a load adds is no copy), and
+    *     it is still in L0 at the freeze (three quarters of a copy or more): many copies too. Those L0 files
+    *     are uploaded by this snapshot and again inside the intermediate level the next compaction writes
+    *     them into (`10m-1m-100b` at 8: about a copy in L0 plus 190-210 MiB of L5 at each freeze, per store);
+    *     at 4 with the store in its last level alone, most of an interval's flushes are merged before its
+    *     freeze (263.9 against 308.8 MiB per batch, docs/benchmarks.md). Where compactions keep L0 small
+    *     (`1m-100k-1k`: a half to a quarter of a copy at its freezes, the churn absorbed by L5 while L6 stays
+    *     put), 4 would rewrite the whole store each interval instead (281 against 241 MB per batch,
+    *     measured);
     *   - fewer: few copies, with a margin below each threshold (and below the level base) so that a store
     *     near one does not switch at every freeze.
     */
   def forInterval(shape: IntervalShape, current: Int, levelBase: Long = DefaultLevelBase): Int = {
     import shape._
     def oneCopyInL0 =
-      storeBytes > levelBase && storeAtStartBytes * 4 >= 3 * storeBytes &&
-        flushedBytes * 4 >= 3 * storeBytes && l0Bytes * 4 >= 3 * storeBytes
+      storeBytes > levelBase && rewrittenBytes * 4 >= 3 * storeBytes && l0Bytes * 4 >= 3 * storeBytes
     if (storeBytes <= 0) current
     else if (flushedBytes >= 3 * storeBytes || oneCopyInL0) ManyCopies
     else if (
@@ -86,4 +85,8 @@ final case class IntervalShape(
     storeBytes: Long,
     storeAtStartBytes: Long,
     l0Bytes: Long = 0L
-)
+) {
+
+  /** What the flushes rewrote of keys the store had: what they wrote less what the store grew by. */
+  def rewrittenBytes: Long = math.max(0L, flushedBytes - math.max(0L, storeBytes - storeAtStartBytes))
+}

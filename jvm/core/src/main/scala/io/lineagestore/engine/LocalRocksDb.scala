@@ -363,13 +363,14 @@ final class LocalRocksDb(
   /** What the trigger was last chosen from (tests). */
   private[engine] var lastInterval = IntervalShape(0L, 0L, 0L)
 
-  // The interval's flushes so far already make many copies the shape ([[CompactionTrigger.forInterval]]):
-  // compact as for many copies now, not at the freeze, so the snapshot ending this interval (the first after
-  // every open, hence every scheduled run's) uploads what that shape leaves. Only upward: fewer copies is
-  // known only once the interval is over. The store's size is its largest level below L0 (each a sorted run
-  // a compaction made: one copy of the keys it holds, and the last level holds most of them), never the L0
-  // files alone: flushes of keys in random order overlap, and before any compaction RocksDB's estimate
-  // counts one L0 file (a load batch of one copy would look like four).
+  // The interval's flushes so far already hold several copies of the store (the one rule that can say so
+  // before the freeze: [[CompactionTrigger.forInterval]]): compact as for many copies now, not at the
+  // freeze, so the snapshot ending this interval (the first after every open, hence every scheduled run's)
+  // uploads what that shape leaves. Only upward: fewer copies is known only once the interval is over. The
+  // store's size is its largest level below L0 (each a sorted run a compaction made: one copy of the keys it
+  // holds, and the last level holds most of them), never the L0 files alone: flushes of keys in random order
+  // overlap, and before any compaction RocksDB's estimate counts one L0 file (a load batch of one copy would
+  // look like four).
   private def adaptWithinInterval(): Unit = if (l0Trigger != CompactionTrigger.ManyCopies) {
     val flushedBytes = statistics.getTickerCount(TickerType.FLUSH_WRITE_BYTES)
     if (flushedBytes > flushedAtLastLook) {
