@@ -43,10 +43,10 @@ object CompactionTrigger {
     *     are uploaded by this snapshot and again inside the intermediate level the next compaction writes
     *     them into (`10m-1m-100b` at 8: about a copy in L0 plus 190-210 MiB of L5 at each freeze, per store);
     *     at 4 with the store in its last level alone, most of an interval's flushes are merged before its
-    *     freeze (263.9 against 308.8 MiB per batch, docs/benchmarks.md). Where compactions keep L0 small
-    *     (`1m-100k-1k`: a half to a quarter of a copy at its freezes, the churn absorbed by L5 while L6 stays
-    *     put), 4 would rewrite the whole store each interval instead (281 against 241 MB per batch,
-    *     measured);
+    *     freeze (278.7 against 308.8 MiB per batch over 33 batches, docs/benchmarks.md). Where compactions
+    *     keep L0 small (`1m-100k-1k`: a quarter to a half of a copy at its freezes, the churn absorbed by L5
+    *     while L6 stays put), 4 would rewrite the whole store each interval instead (281 against 241 MB per
+    *     batch, measured);
     *   - fewer: few copies, with a margin below each threshold (and below the level base) so that a store
     *     near one does not switch at every freeze.
     */
