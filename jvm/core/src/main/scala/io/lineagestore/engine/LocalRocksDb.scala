@@ -379,7 +379,7 @@ final class LocalRocksDb(
         triggerAfter(flushedBytes, storeBytes) == CompactionTrigger.ManyCopies
       val estimate = db.getLongProperty("rocksdb.estimate-live-data-size")
       if (manyCopies(estimate)) { // cheap first: the levels' sizes only once the estimate says so
-        val sorted = db.getColumnFamilyMetaData.levels.asScala.filter(_.level() > 0).map(_.size()).maxOption
+        val sorted = levelSizes.collect { case (level, bytes) if level > 0 => bytes }.maxOption
         val storeBytes = math.max(estimate, sorted.getOrElse(0L))
         if (sorted.exists(_ > 0) && manyCopies(storeBytes))
           setCompaction(CompactionTrigger.ManyCopies, storeBytes)
