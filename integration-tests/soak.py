@@ -224,13 +224,16 @@ def run_soak(
     linger: float = 12.0,
     work: Path | None = None,
     log=print,
+    timeout_rate: float | None = None,
 ) -> dict[str, Any]:
-    """Runs the soak; returns the report (see the module docstring)."""
+    """Runs the soak; returns the report (see the module docstring). ``timeout_rate``: the rate of held
+    connections, each of which costs fs.s3a.connection.timeout (default a third of ``fault_rate``)."""
     from lineagestore.testing.s3 import S3Server, s3a_jars
     from lineagestore.testing.s3_proxy import FAULT_TEST_HOLD_S, FaultyS3Proxy, s3a_conf_via_proxy
 
     started = time.monotonic()
     rnd = random.Random(seed)
+    timeout_rate = fault_rate / 3 if timeout_rate is None else timeout_rate
     final_batches = 2  # processed by the last, fault-free run that stays up for maintenance
     data = make_batches(seed, batches + final_batches)
     s3a_jars()  # fetched once, before any child needs them
@@ -241,6 +244,7 @@ def run_soak(
         "batches": batches,
         "seed": seed,
         "fault_rate": fault_rate,
+        "timeout_rate": timeout_rate,
         "kill_prob": kill_prob,
         "rounds": 0,
         "child_runs": 0,
@@ -258,7 +262,7 @@ def run_soak(
         error_5xx=fault_rate,
         throttle=fault_rate,
         truncate=fault_rate,
-        timeout=fault_rate / 3,  # each costs fs.s3a.connection.timeout
+        timeout=timeout_rate,
         hold_s=FAULT_TEST_HOLD_S,
     )
     with S3Server() as s3, FaultyS3Proxy(s3.endpoint, seed=seed) as proxy:

@@ -150,11 +150,16 @@ def test_state_store_names_location_endpoint_and_remedy(spark, provider, s3_serv
     if fault == "server_error":
         bucket.proxy.set_faults(error_5xx=1.0, path_pattern=r"/state/0/\d+/\d+_[^/]*\.delta")
     else:
+        # every attempt waits out connection.timeout: one attempt per operation instead of the fault tests'
+        # eight (their retries are what test_s3_faults.py tests; the message is the same after any number)
+        prefix = f"fs.s3a.bucket.{bucket.name}."
+        bucket.apply({prefix + "attempts.maximum": "1", prefix + "retry.limit": "0"})
         bucket.proxy.set_faults(
             timeout=1.0, timeout_mode="before", hold_s=FAULT_TEST_HOLD_S, path_pattern=r"/state/0/\d+/\d+_"
         )
     message = _fails(h)
     bucket.proxy.clear()
+    bucket.apply(bucket.settings)
     m = re.search(r"lineagestore could not (\w+) (s3a://\S+) at (\S+) \(([^)]+)\): ([^.]+)\.", message)
     assert m, message[:4000]
     operation, location, endpoint, setting, problem = m.groups()

@@ -18,6 +18,9 @@ def test_short_soak(tmp_path):
         batches=6,
         seed=2026,
         fault_rate=0.03,
+        # a tenth of the long soak's held connections: each waits out connection.timeout (3 s), and at a third
+        # of the fault rate they were a third of this test's time; test_s3_faults.py holds more of them
+        timeout_rate=0.003,
         kill_prob=1.0,  # the round's first run is killed once it committed a batch
         files_per_round=(6, 6),  # one round, then the final clean run (2 more files) with maintenance
         linger=6.0,

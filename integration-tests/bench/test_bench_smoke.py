@@ -136,6 +136,8 @@ def test_scale_runs_idle_and_busy_and_reports_the_targets(tmp_path):
         "2000",
         "--warmup",
         "1",
+        "--idle-s",
+        "1",  # the preset's idle window (5 s) measures nothing at this size
         "--jvm",
         "shared",
         "--no-plots",
