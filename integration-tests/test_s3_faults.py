@@ -9,13 +9,16 @@ the final state equal the plain-Python oracle, and ``lineagestore verify`` finds
 * every write failing (500 on PUT/POST past the retries) during one batch: the batch fails, the restart
   with faults off redoes it;
 * a restart on an empty local directory while GETs are cut short and throttled: the state is restored
-  from S3 through the faults, every SST in 256-byte ranges (vectored reads).
+  from S3 through the faults, every SST in 256-byte ranges (vectored reads);
+* a batch whose delta streams up in parts (``deltaUploadPartBytes``) while part uploads fail: s3a sends
+  each failed part again from our buffer, the delta reads back intact.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from collections import Counter
 
 import pytest
@@ -27,6 +30,7 @@ from lineagestore.testing.s3_proxy import FAULT_TEST_HOLD_S
 FAULT_RATE = float(os.environ.get("LINEAGESTORE_FAULT_RATE", "0.05"))
 LOCAL_DIR_KEY = "spark.sql.streaming.stateStore.lineagestore.localDir"
 RANGED_PART_KEY = "spark.sql.streaming.stateStore.lineagestore.rangedDownloadPartBytes"
+DELTA_PART_KEY = "spark.sql.streaming.stateStore.lineagestore.deltaUploadPartBytes"
 
 
 @pytest.fixture
@@ -174,3 +178,56 @@ def test_restore_from_s3_through_faulty_reads(spark, provider, s3_server, proxie
     assert result.state_rows_total() == len(totals)
     metrics = result.progress[0]["stateOperators"][0]["customMetrics"]
     assert metrics.get("lineagestoreFilesDownloaded", 0) + metrics.get("lineagestoreDeltasReplayed", 0) > 0
+
+
+def test_delta_parts_retried_through_faults(spark, provider, s3_server, proxied, tmp_path):
+    """A deduplication's first batch streams a delta of about 9 MiB (12k keys of 1 KiB, little to compress)
+    in 5 MiB parts while part uploads fail (500): every part that failed is sent again from the write's
+    buffer, and the delta, the outputs and the state match the oracle."""
+    if provider != "lineagestore":
+        pytest.skip("deltaUploadPartBytes is lineagestore's")
+    import random
+    import string
+
+    bucket, proxy, settings = proxied
+    rnd = random.Random(24)
+    alphabet = string.ascii_letters + string.digits + "+/"
+    first = [{"p": "".join(rnd.choices(alphabet, k=1024))} for _ in range(12_000)]
+    second = first[:40] + [{"p": f"new-{i}"} for i in range(10)]
+    expected, seen = oracle.drop_duplicates([first, second], "p")
+    h = S3StreamHarness(spark, tmp_path / "q", provider, s3_server, bucket, "checkpoint")
+
+    def dedup(harness):
+        return harness.source("in", "p string").dropDuplicates(["p"])
+
+    partitions = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "1")  # one store: its delta passes one part
+    spark.conf.set(DELTA_PART_KEY, "5m")  # S3's smallest part
+    try:
+        h.write("in", first)
+        proxy.reset_counts()
+        # the first three part requests fail (500): past the AWS SDK's own retry of the first, so s3a's
+        # retry sends that part again from the write's buffer
+        proxy.set_faults(error_5xx=1.0, limit=3, methods={"PUT"}, path_pattern=r"\.delta\?.*partNumber=")
+        try:
+            h.run(dedup, "append")
+        finally:
+            proxy.clear()
+        log = proxy.request_log
+        faults = proxy.counts["faults"]
+        h.write("in", second)
+        h.run(dedup, "append")
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", partitions)
+        spark.conf.unset(DELTA_PART_KEY)
+    part_puts = [t for m, t in log if m == "PUT" and ".delta?" in t and "partNumber=" in t]
+    parts = {re.search(r"partNumber=(\d+)", t).group(1) for t in part_puts}
+    print(f"faults {faults}, part uploads {len(part_puts)} of parts {sorted(parts)}")
+    assert len(parts) >= 2, f"the delta did not go up in parts: {part_puts}"
+    # every failed request was sent again (the proxy's limit may let a concurrent part fail a fourth time)
+    assert faults["error_5xx"] >= 3, faults
+    assert len(part_puts) == len(parts) + faults["error_5xx"], "the failed parts were not sent again"
+    got = h.batch_outputs(lambda r: tuple(sorted(r.items())))
+    assert got == expected
+    assert h.runs[-1].state_rows_total() == len(seen)
+    _verify(spark, h.checkpoint, settings)

@@ -15,10 +15,12 @@ from typing import Any
 
 OPS = ("PUT", "GET", "LIST", "DELETE", "RENAME", "HEAD", "MKDIR")
 
-# s3a IOStatistics counter -> request type (on S3 a rename is a COPY plus a DELETE)
+# s3a IOStatistics counter -> request type (on S3 a rename is a COPY plus a DELETE). PUTs are counted as
+# completed: every whole-object PUT and every part, whether s3a's output stream or Hadoop's multipart
+# uploader (lineagestore's streamed deltas) sent it (object_put_request and multipart_upload_part_put see
+# only the stream's). The POSTs that start and complete a multipart upload are in no counter here.
 S3A_COUNTERS = {
-    "object_put_request": "PUT",
-    "multipart_upload_part_put": "PUT",
+    "object_put_request_completed": "PUT",
     "action_http_get_request": "GET",
     "object_list_request": "LIST",
     "object_continue_list_request": "LIST",

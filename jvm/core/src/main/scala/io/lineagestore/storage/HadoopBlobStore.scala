@@ -14,7 +14,15 @@ import java.nio.file.FileAlreadyExistsException
 import java.util.concurrent.{CompletableFuture, CompletionException}
 
 import org.apache.hadoop.conf.Configuration
-import org.apache.hadoop.fs.{Abortable, FSDataOutputStream, FileRange, FileSystem, Path, StreamCapabilities}
+import org.apache.hadoop.fs.{
+  Abortable,
+  CommonPathCapabilities,
+  FSDataOutputStream,
+  FileRange,
+  FileSystem,
+  Path,
+  StreamCapabilities
+}
 import org.apache.hadoop.util.functional.FutureIO
 
 /** [[BlobStore]] over any Hadoop FileSystem (file://, hdfs://, s3a://, abfs://, gs://).
@@ -29,7 +37,8 @@ import org.apache.hadoop.util.functional.FutureIO
   * create probe that guards against overwriting (a HEAD and a LIST per write) is skipped
   * (`fs.s3a.create.performance`); with `fs.s3a.create.conditional.enabled` (the default) that PUT is
   * conditional (`If-None-Match: *`), so a server that honours it refuses to overwrite an existing name
-  * (S3BlobStoreSuite).
+  * (S3BlobStoreSuite). A streamed write ([[create]]) past one part of `streamedPartBytes` is a multipart
+  * upload of our own parts ([[MultipartBlobWrite]]), whose completion is not conditional.
   *
   * Failures of the filesystem itself (credentials refused, bucket missing, endpoint unreachable, errors that
   * outlasted the client's retries) surface as [[BlobStoreAccessException]], naming the operation, the full
@@ -37,11 +46,23 @@ import org.apache.hadoop.util.functional.FutureIO
   * writes to (s3a uploads blocks while the body writes). Exceptions of the body's own, missing blobs and
   * checksum or end-of-file errors while reading keep their own types.
   */
-class HadoopBlobStore(val root: Path, hadoopConf: Configuration) extends BlobStore {
+class HadoopBlobStore(
+    val root: Path,
+    hadoopConf: Configuration,
+    streamedPartBytes: Long = io.lineagestore.config.LineageConf.DeltaUploadPartBytes.default
+) extends BlobStore {
   private val fs: FileSystem =
     try root.getFileSystem(hadoopConf)
     catch { case e: IOException => throw access("open the filesystem of", root.toString, e) }
   private val writesInPlace = Set("s3a", "s3", "gs").contains(Option(fs.getScheme).getOrElse("").toLowerCase)
+
+  /** Streamed writes ([[create]]) go up in parts of `streamedPartBytes` where the filesystem has a multipart
+    * uploader (s3a), see [[MultipartBlobWrite]].
+    */
+  private val streamsInParts =
+    writesInPlace && io("open the filesystem of", "")(
+      fs.hasPathCapability(root, CommonPathCapabilities.FS_MULTIPART_UPLOADER)
+    )
 
   /** Where requests go, for messages: the s3a endpoint setting in force for this bucket. */
   val endpoint: Option[String] = HadoopBlobStore.endpointOf(root.toUri, hadoopConf)
@@ -63,16 +84,39 @@ class HadoopBlobStore(val root: Path, hadoopConf: Configuration) extends BlobSto
   override def locate(name: String): String = path(name).toString
 
   override def write(name: String)(body: OutputStream => Unit): Unit = {
-    val blob = create(name)
+    val blob = openWrite(name)
     try body(blob.out)
     catch { case t: Throwable => blob.abort(); throw t } // the writer's own failure, as it is
     blob.complete()
   }
 
-  /** Object stores write in place (the multipart upload sends each full block while the writer goes on, and
-    * only completing it publishes the object); other filesystems write a temporary and rename it.
+  /** On s3a, parts of `streamedPartBytes` sent while the writer goes on ([[MultipartBlobWrite]]); elsewhere
+    * the filesystem's own stream, as [[write]].
     */
-  override def create(name: String): BlobWrite = io("write", name) {
+  override def create(name: String): BlobWrite =
+    if (!streamsInParts) openWrite(name)
+    else {
+      val target = path(name)
+      new MultipartBlobWrite(
+        name,
+        target,
+        streamedPartBytes.toInt,
+        () => io("write", name)(fs.createMultipartUploader(root).build()),
+        (bytes, length) => {
+          val blob = openWrite(name)
+          try blob.out.write(bytes, 0, length)
+          catch { case t: Throwable => blob.abort(); throw t }
+          blob.complete()
+        },
+        e => access("write", locate(name), e)
+      )
+    }
+
+  /** Object stores write in place (s3a's multipart upload sends each full block of `fs.s3a.multipart.size`
+    * while the writer goes on, and only completing it publishes the object); other filesystems write a
+    * temporary and rename it.
+    */
+  private def openWrite(name: String): HadoopBlobWrite = io("write", name) {
     val target = path(name)
     val dest =
       if (writesInPlace) target else new Path(target.getParent, TemporaryBlobs.nameFor(target.getName))

@@ -94,7 +94,11 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
     localRoot = localLease.dir
     // one executor-wide pool for every store's transfers (its size is the first store's setting)
     transferPool = SharedTransferPool(LineageConf.TransferThreads.from(confs))
-    val blobs = new HadoopBlobStore(stateStoreId.storeCheckpointLocation(), hadoopConf)
+    val blobs = new HadoopBlobStore(
+      stateStoreId.storeCheckpointLocation(),
+      hadoopConf,
+      LineageConf.DeltaUploadPartBytes.from(confs)
+    )
     val identity = StoreIdentity(stateStoreId.operatorId, stateStoreId.partitionId, stateStoreId.storeName)
     val settings =
       StoreSettings.from(confs, storeConfs.minDeltasForSnapshot, storeConfs.minVersionsToRetain)
