@@ -102,12 +102,7 @@ class HadoopBlobStore(
         target,
         streamedPartBytes.toInt,
         () => io("write", name)(fs.createMultipartUploader(root).build()),
-        (bytes, length) => {
-          val blob = openWrite(name)
-          try blob.out.write(bytes, 0, length)
-          catch { case t: Throwable => blob.abort(); throw t }
-          blob.complete()
-        },
+        (bytes, length) => write(name)(_.write(bytes, 0, length)),
         e => access("write", locate(name), e)
       )
     }
