@@ -91,7 +91,9 @@ def test_query_under_a_fault_rate_matches_the_oracle(spark, provider, s3_server,
         error_5xx=FAULT_RATE,
         throttle=FAULT_RATE,
         truncate=FAULT_RATE,
-        timeout=FAULT_RATE / 5,  # each costs connection.timeout (3 s)
+        # each held connection costs connection.timeout (3 s): at a fifth of the rate, 18 of them were 54 of the
+        # test's 140 s; at a twentieth a run still meets a few (test_s3_bad_input.py times every operation out)
+        timeout=FAULT_RATE / 20,
         hold_s=FAULT_TEST_HOLD_S,
     )
     failures: list[str] = []
@@ -109,7 +111,13 @@ def test_query_under_a_fault_rate_matches_the_oracle(spark, provider, s3_server,
         _verify(spark, h.checkpoint, settings)
 
 
-@pytest.mark.parametrize("target", ["all", "state"])
+# ``all`` runs on lineagestore only: Spark's offset log write fails before the batch reaches any state store,
+# so on Spark's provider it repeated the lineagestore case's checks of Spark's own restart (27 s of CI).
+@pytest.mark.parametrize(
+    ("provider", "target"),
+    [("lineagestore", "all"), ("lineagestore", "state"), ("builtin", "state")],
+    indirect=["provider"],
+)
 def test_writes_failing_past_the_retries_fail_the_batch_cleanly(
     spark, provider, s3_server, proxied, tmp_path, target
 ):

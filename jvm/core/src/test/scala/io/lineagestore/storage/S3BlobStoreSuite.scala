@@ -37,15 +37,11 @@ class S3BlobStoreSuite extends AnyFunSuite {
     conf.setBoolean("fs.s3a.impl.disable.cache", true) // a filesystem of its own, with these settings
     val root = new Path(s3.freshUri("multipart"))
     val blobs = new HadoopBlobStore(root, conf)
-    val bytes = new Array[Byte](12 << 20)
-    new scala.util.Random(7).nextBytes(bytes)
+    val bytes = randomBytes(12 << 20, seed = 7)
     blobs.write("shared/big.sst")(_.write(bytes))
-    val in = blobs.open("shared/big.sst")
-    try assert(java.util.Arrays.equals(in.readAllBytes(), bytes))
-    finally in.close()
-    val status = root.getFileSystem(conf).getFileStatus(new Path(root, "shared/big.sst"))
-    val etag = status.asInstanceOf[org.apache.hadoop.fs.EtagSource].getEtag
-    assert(etag.stripSuffix("\"").endsWith("-3"), s"ETag $etag: not an upload in 3 parts")
+    assert(java.util.Arrays.equals(readBytes(blobs, "shared/big.sst"), bytes))
+    val etag = etagOf(blobs, "shared/big.sst")
+    assert(etag.endsWith("-3"), s"ETag $etag: not an upload in 3 parts")
   }
 
   test("a writer that fails publishes nothing under the name") {
