@@ -1,10 +1,11 @@
 package io.lineagestore.engine
 
 import java.nio.charset.StandardCharsets.UTF_8
-import java.nio.file.Files
 import java.util.concurrent.{CompletableFuture, Executor, LinkedBlockingQueue, TimeUnit}
 
 import org.scalatest.funsuite.AnyFunSuite
+
+import io.lineagestore.testing.TempDirs
 
 /** Committed batches waiting for the apply threads are bounded executor-wide ([[ApplyBacklog]]), on real
   * RocksDB instances: a commit past the bound waits until an earlier batch is written, and a written batch
@@ -25,7 +26,7 @@ class ApplyBacklogSuite extends AnyFunSuite {
 
   private def newDb(pool: Executor, backlog: ApplyBacklog) =
     new LocalRocksDb(
-      Files.createTempDirectory("lineagestore-backlog").toFile,
+      TempDirs.create("lineagestore-backlog"),
       RocksDbTuning(64L << 20, 16L << 20),
       Long.MaxValue,
       "maxPendingBytes",

@@ -1,9 +1,10 @@
 package io.lineagestore.engine
 
 import java.nio.charset.StandardCharsets.UTF_8
-import java.nio.file.Files
 
 import org.scalatest.funsuite.AnyFunSuite
+
+import io.lineagestore.testing.TempDirs
 
 /** A write's existence check (key counts) reuses the batch's earlier read of its key, remembered in the
   * batch's pending-writes map ([[PendingWrites.noteRead]]), on a real RocksDB: streaming aggregation reads
@@ -16,7 +17,7 @@ class BatchReadsSuite extends AnyFunSuite {
   private def withDb(body: LocalRocksDb => Unit): Unit = withLimitedDb(Long.MaxValue)(body)
 
   private def withLimitedDb(pendingLimitBytes: Long)(body: LocalRocksDb => Unit): Unit = {
-    val dir = Files.createTempDirectory("lineagestore-batch-reads").toFile
+    val dir = TempDirs.create("lineagestore-batch-reads")
     val db = new LocalRocksDb(dir, RocksDbTuning(64L << 20, 16L << 20), pendingLimitBytes, "maxPendingBytes")
     try body(db)
     finally db.close()
@@ -66,7 +67,7 @@ class BatchReadsSuite extends AnyFunSuite {
       def delete(key: Array[Byte]): Unit = logged += ("-" + new String(key, UTF_8))
       def discard(): Unit = logged += "discarded"
     }
-    val dir = Files.createTempDirectory("lineagestore-batch-reads").toFile
+    val dir = TempDirs.create("lineagestore-batch-reads")
     val db =
       new LocalRocksDb(
         dir,

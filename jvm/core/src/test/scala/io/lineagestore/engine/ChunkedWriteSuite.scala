@@ -1,9 +1,10 @@
 package io.lineagestore.engine
 
 import java.nio.charset.StandardCharsets.UTF_8
-import java.nio.file.Files
 
 import org.scalatest.funsuite.AnyFunSuite
+
+import io.lineagestore.testing.TempDirs
 
 /** A committed batch bigger than a memtable reaches RocksDB in chunks ([[ChunkedWriteBatch]]), on a real
   * RocksDB with 1 MiB memtables: it passes through several memtables (each flushed to its own SST) instead of
@@ -14,7 +15,7 @@ class ChunkedWriteSuite extends AnyFunSuite {
   private def v(i: Int, round: Int): Array[Byte] = (s"$round-$i-" + "x" * 100).getBytes(UTF_8)
 
   test("a batch of 5 memtables goes through several memtables, and every key lands") {
-    val dir = Files.createTempDirectory("lineagestore-chunked").toFile
+    val dir = TempDirs.create("lineagestore-chunked")
     val db = new LocalRocksDb(dir, RocksDbTuning(64L << 20, 1L << 20), Long.MaxValue, "maxPendingBytes")
     try {
       val n = 40000 // ~5 MB of keys and values

@@ -1,9 +1,10 @@
 package io.lineagestore.engine
 
 import java.nio.charset.StandardCharsets.UTF_8
-import java.nio.file.Files
 
 import org.scalatest.funsuite.AnyFunSuite
+
+import io.lineagestore.testing.TempDirs
 
 /** The L0 compaction trigger follows what each snapshot interval flushed against the store's size
   * ([[CompactionTrigger]]), on a real RocksDB.
@@ -92,7 +93,7 @@ class CompactionTriggerSuite extends AnyFunSuite {
   private def withStore(name: String, levelBase: Long = DefaultLevelBase)(
       body: (LocalRocksDb, Batches) => Unit
   ): Unit = {
-    val dir = Files.createTempDirectory(s"lineagestore-compaction-$name").toFile
+    val dir = TempDirs.create(s"lineagestore-compaction-$name")
     val tuning = RocksDbTuning(256L << 20, 1L << 20, levelBaseBytes = levelBase)
     val db = new LocalRocksDb(dir, tuning, Long.MaxValue, "maxPendingBytes")
     try body(db, new Batches(db))

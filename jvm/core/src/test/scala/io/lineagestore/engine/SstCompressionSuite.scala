@@ -1,12 +1,12 @@
 package io.lineagestore.engine
 
 import java.nio.charset.StandardCharsets.UTF_8
-import java.nio.file.Files
 
 import org.scalatest.funsuite.AnyFunSuite
 
 import io.lineagestore.config.{InvalidConfigException, LineageConf}
 import io.lineagestore.store.StoreSettings
+import io.lineagestore.testing.TempDirs
 
 /** `sstCompression` reaches the SST files a real RocksDB writes, and a change of it leaves the files written
   * before readable.
@@ -52,7 +52,7 @@ class SstCompressionSuite extends AnyFunSuite {
     val expected = Map("lz4" -> "LZ4", "snappy" -> "Snappy", "zstd" -> "ZSTD", "none" -> "NoCompression")
     assert(expected.keySet == SstCompression.names.toSet)
     for ((name, recorded) <- expected) {
-      val dir = Files.createTempDirectory(s"lineagestore-sst-$name").toFile
+      val dir = TempDirs.create(s"lineagestore-sst-$name")
       withDb(dir, name) { db =>
         writeAndFlush(db, 0 until 2000)
         assert(compressions(db) == Set(recorded), name)
@@ -63,7 +63,7 @@ class SstCompressionSuite extends AnyFunSuite {
   test(
     "files written under another compression stay readable after a change, and new files take the new one"
   ) {
-    val dir = Files.createTempDirectory("lineagestore-sst-change").toFile
+    val dir = TempDirs.create("lineagestore-sst-change")
     withDb(dir, "snappy")(db => writeAndFlush(db, 0 until 1000))
     withDb(dir, "lz4") { db =>
       assert(compressions(db) == Set("Snappy"))

@@ -1,13 +1,14 @@
 package io.lineagestore.engine
 
 import java.nio.charset.StandardCharsets.UTF_8
-import java.nio.file.Files
 import java.util.concurrent.{CountDownLatch, Executor}
 
 import scala.collection.mutable
 import scala.util.Random
 
 import org.scalatest.funsuite.AnyFunSuite
+
+import io.lineagestore.testing.TempDirs
 
 /** A batch's values in its arena ([[ValueArena]]): positions across chunks, and a batch on a real RocksDB
   * whose values span many chunks, read back while pending, while the apply thread writes them, and once
@@ -44,7 +45,7 @@ class ValueArenaSuite extends AnyFunSuite {
   }
 
   test("a batch spanning many chunks reads right pending, in flight and committed; replaced values count") {
-    val dir = Files.createTempDirectory("lineagestore-value-arena").toFile
+    val dir = TempDirs.create("lineagestore-value-arena")
     val release = new CountDownLatch(1)
     val held: Executor = r => new Thread(() => { release.await(); r.run() }).start() // apply waits for us
     val db = new LocalRocksDb(dir, RocksDbTuning(64L << 20, 16L << 20), 1L << 30, "maxPendingBytes", held)

@@ -7,6 +7,8 @@ import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
 import org.scalatest.funsuite.AnyFunSuite
 
+import io.lineagestore.testing.TempDirs
+
 /** Filesystem failures become [[BlobStoreAccessException]]s that say where, what and what to do; the writer's
   * own failures and missing blobs keep their types. (The same errors from real s3a against MinIO:
   * integration-tests/test_s3_bad_input.py.)
@@ -57,7 +59,7 @@ class BlobStoreAccessSuite extends AnyFunSuite {
   }
 
   test("a filesystem failure is wrapped; the writer's own failure and a missing blob are not") {
-    val tmp = Files.createTempDirectory("blobs").toFile
+    val tmp = TempDirs.create("blobs")
     val notADir = new File(tmp, "file")
     Files.write(notADir.toPath, Array[Byte](1))
     val store = new HadoopBlobStore(new Path(notADir.toURI), new Configuration())

@@ -15,6 +15,7 @@ import io.lineagestore.format.StoreIdentity
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.storage.HadoopBlobStore
 import io.lineagestore.testing.S3TestServer
+import io.lineagestore.testing.TempDirs
 
 /** Stops a real process (Runtime.halt, no shutdown hooks, no finally blocks) at every named step of commit,
   * snapshot upload, clean-up and restore (the workload restores the store cold on a second local directory
@@ -33,7 +34,7 @@ abstract class CrashPointBehaviour(hits: Seq[Int]) extends AnyFunSuite {
 
   for (step <- CrashPoints.All; hit <- hits) {
     test(s"crash at ${step.name} (hit $hit): restart restores the oracle, loses nothing, leaks nothing") {
-      val root = Files.createTempDirectory("lineagestore-crash").toFile
+      val root = TempDirs.create("lineagestore-crash")
       val remote = remoteUri(root)
       val exit = runChild(root, remote, step.name, hit, batches = 12)
       // the child must have crashed there: a step the workload never reaches (hit times) tests nothing

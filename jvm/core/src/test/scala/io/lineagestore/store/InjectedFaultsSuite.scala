@@ -1,10 +1,9 @@
 package io.lineagestore.store
 
-import java.nio.file.Files
-
 import org.scalatest.funsuite.AnyFunSuite
 
 import io.lineagestore.config.InvalidConfigException
+import io.lineagestore.testing.TempDirs
 
 class InjectedFaultsSuite extends AnyFunSuite {
   import InjectedFaults._
@@ -15,7 +14,7 @@ class InjectedFaultsSuite extends AnyFunSuite {
   }
 
   test("each named step fails exactly once per marker directory; other steps pass") {
-    val dir = Files.createTempDirectory("faults").toFile
+    val dir = TempDirs.create("faults")
     val faults = fromConfs(
       Map(FailOnceAtKey -> "commit.after-delta, snapshot.after-blobs", MarkerDirKey -> dir.getPath)
     )

@@ -12,6 +12,7 @@ import org.scalatest.{BeforeAndAfterEach, Suite}
 import io.lineagestore.format.StoreIdentity
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.storage.{BlobStore, HadoopBlobStore}
+import io.lineagestore.testing.TempDirs
 
 /** One store against a real RocksDB and a real local Hadoop filesystem under a fresh temporary directory: the
   * remote side in `remote`, each [[newStore]] on its own local directory, closed after the test.
@@ -26,7 +27,7 @@ trait StoreFixture extends BeforeAndAfterEach { this: Suite =>
   protected def defaultSettings: StoreSettings
 
   override def beforeEach(): Unit = {
-    tmp = Files.createTempDirectory("lineagestore-test").toFile
+    tmp = TempDirs.create("lineagestore-test")
     super.beforeEach()
   }
   override def afterEach(): Unit =
