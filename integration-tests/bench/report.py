@@ -261,7 +261,7 @@ def markdown(summary: dict[str, Any]) -> str:
         f"- versions: Spark {v.get('spark-sql_2.13', '?')} (PySpark {v.get('pyspark')}), "
         f"Hadoop {v.get('hadoop-client-api', '?')}, rocksdbjni {v.get('rocksdbjni', '?')}, {v.get('java', '?')}, "
         f"Python {m.get('python')}; `{v.get('lineagestore_jar')}` sha256 `{v.get('jar_sha256', '')[:12]}` "
-        f"(git {v.get('git_head', '?')[:10]}{', jvm/ had uncommitted changes' if v.get('jvm_sources_dirty') else ''})",
+        f"(git {v.get('git_head', '?')[:10]}{', uncommitted changes to the jar sources' if v.get('jvm_sources_dirty') else ''})",
         f"- sizes: {s['keys']:,} keys"
         f"{' with ' + fmt(s['value_bytes'], 'B') + ' of payload each' if s.get('value_bytes') else ''}, "
         f"{s['update_fraction']:.0%} of them updated per batch "
