@@ -93,7 +93,8 @@ class CompactionTriggerSuite extends AnyFunSuite {
   private def withStore(name: String, levelBase: Long = DefaultLevelBase)(
       body: (LocalRocksDb, Batches) => Unit
   ): Unit = {
-    val dir = TempDirs.create(s"lineagestore-compaction-$name")
+    // the store's directory inside one of its own, where its freezes' checkpoints go beside it
+    val dir = new java.io.File(TempDirs.create(s"lineagestore-compaction-$name"), "db")
     val tuning = RocksDbTuning(256L << 20, 1L << 20, levelBaseBytes = levelBase)
     val db = new LocalRocksDb(dir, tuning, Long.MaxValue, "maxPendingBytes")
     try body(db, new Batches(db))
