@@ -109,8 +109,9 @@ def versions(jar: Path) -> dict[str, Any]:
         out["git_head"] = subprocess.run(
             [*git, "rev-parse", "HEAD"], capture_output=True, text=True
         ).stdout.strip()
-        # the jar's own sources: an edit to a test suite does not change what a benchmark measures
-        jar_sources = ["jvm/*/src/main", "build.sbt", "project"]
+        # the jar's own sources: an edit to a test suite does not change what a benchmark measures (a
+        # pathspec with a wildcard matches whole paths, not a directory's contents: hence the trailing *)
+        jar_sources = ["jvm/*/src/main/*", "build.sbt", "project"]
         dirty = subprocess.run(
             [*git, "status", "--porcelain", "--", *jar_sources], capture_output=True, text=True
         )

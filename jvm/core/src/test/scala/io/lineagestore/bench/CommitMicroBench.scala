@@ -1,6 +1,7 @@
 package io.lineagestore.bench
 
 import java.io.File
+import java.nio.file.Files
 import java.util.concurrent.Executors
 
 import org.apache.hadoop.conf.Configuration
@@ -8,9 +9,8 @@ import org.apache.hadoop.fs.Path
 
 import io.lineagestore.format.StoreIdentity
 import io.lineagestore.lineage.CheckpointId
-import io.lineagestore.storage.HadoopBlobStore
 import io.lineagestore.store.{CheckpointFiles, ColumnFamilies, LineageStore, LocalDirectories, StoreSettings}
-import io.lineagestore.testing.TempDirs
+import io.lineagestore.storage.HadoopBlobStore
 
 /** Commit latency of one store on the local filesystem, without Spark: `keys` keys, `updates` of them
   * rewritten per batch, a snapshot frozen every `minDeltas` commits. Prints p50/p95/max of commit and of the
@@ -25,7 +25,7 @@ object CommitMicroBench {
       case a if a.forall(_ > 0) => a
       case _                    => Array(100000, 10000, 5, 60)
     }
-    val tmp = TempDirs.create("ls-commit-bench")
+    val tmp = Files.createTempDirectory("ls-commit-bench").toFile
     val pool = Executors.newFixedThreadPool(4)
     val files = new CheckpointFiles(
       new HadoopBlobStore(new Path(new File(tmp, "remote").toURI), new Configuration()),

@@ -1,6 +1,7 @@
 package io.lineagestore.bench
 
 import java.io.File
+import java.nio.file.Files
 import java.time.Duration
 import java.util.concurrent.Executors
 
@@ -10,10 +11,9 @@ import org.apache.hadoop.fs.Path
 
 import io.lineagestore.format.StoreIdentity
 import io.lineagestore.lineage.CheckpointId
-import io.lineagestore.storage.HadoopBlobStore
 import io.lineagestore.store.{CheckpointFiles, ColumnFamilies, LineageStore, LocalDirectories, StoreSettings}
+import io.lineagestore.storage.HadoopBlobStore
 import io.lineagestore.testing.S3TestServer
-import io.lineagestore.testing.TempDirs
 
 /** Cold restore of one store without Spark: writes `keys` keys of `valueBytes` incompressible bytes, uploads
   * a snapshot, then restores it `rounds` times into fresh local directories and prints each time and the
@@ -34,7 +34,7 @@ object RestoreMicroBench {
     val jfr = args.lift(4).filter(_ != "-")
     val streamType =
       args.lift(5) // s3a's input stream: analytics (hadoop-aws 3.5's default), classic, prefetch
-    val tmp = TempDirs.create("ls-restore-bench")
+    val tmp = Files.createTempDirectory("ls-restore-bench").toFile
     val (remote, conf) = S3TestServer.server match {
       case Right(s) =>
         val c = s.configuration

@@ -6,7 +6,6 @@ import java.nio.file.Files
 import scala.util.Random
 
 import io.lineagestore.engine.{LocalFiles, LocalRocksDb, RocksDbTuning}
-import io.lineagestore.testing.TempDirs
 
 /** One store's large first batch with and without spilling, without Spark: `keys` new keys of `valueBytes`
   * incompressible bytes, each read then written (streaming aggregation's pattern), then committed and
@@ -30,7 +29,7 @@ object SpillMicroBench {
     val results =
       scala.collection.mutable.Map.empty[String, Vector[(Long, Long)]].withDefaultValue(Vector.empty)
     for (round <- 1 to rounds; (name, bound) <- Seq("in memory" -> (4L << 30), "spilling" -> spillBound)) {
-      val root = TempDirs.create("ls-spill-bench")
+      val root = Files.createTempDirectory("ls-spill-bench").toFile
       val db =
         new LocalRocksDb(new File(root, "db"), RocksDbTuning(512L << 20, 64L << 20), bound, "maxPendingBytes")
       try {

@@ -10,8 +10,6 @@ import scala.util.Random
 
 import org.scalatest.funsuite.AnyFunSuite
 
-import io.lineagestore.testing.TempDirs
-
 /** A batch larger than its memory bound spills to local disk ([[SpilledEntries]]): on a real RocksDB, batches
   * of random puts, deletes, appends and rewrites many times the bound read right (point reads, existence,
   * scans) while pending, while in flight and once committed, against a model; an abort leaves nothing; the
@@ -28,7 +26,7 @@ class SpillSuite extends AnyFunSuite {
       applyPool: Executor = SharedApplyPool.pool,
       openLog: () => BatchLog = BatchLog.None
   )(body: (LocalRocksDb, File) => Unit): Unit = {
-    val root = TempDirs.create("lineagestore-spill")
+    val root = Files.createTempDirectory("lineagestore-spill").toFile
     val dir = new File(root, "db")
     val db =
       new LocalRocksDb(dir, RocksDbTuning(64L << 20, 4L << 20), limit, "maxPendingBytes", applyPool, openLog)
@@ -258,7 +256,7 @@ class SpillSuite extends AnyFunSuite {
   }
 
   test("a spill directory left by a process that died is deleted when the store opens") {
-    val root = TempDirs.create("lineagestore-spill-left")
+    val root = Files.createTempDirectory("lineagestore-spill-left").toFile
     val leftover = new File(root, "db.spill/batch-7/runs")
     Files.createDirectories(leftover.toPath)
     Files.write(new File(leftover, "run-0.sst").toPath, Array[Byte](1, 2, 3))

@@ -14,7 +14,6 @@ import org.scalatest.funsuite.AnyFunSuite
 import io.lineagestore.format.StoreIdentity
 import io.lineagestore.lineage.{CheckpointId, LoadBase}
 import io.lineagestore.storage.{BlobInfo, BlobStore, HadoopBlobStore}
-import io.lineagestore.testing.TempDirs
 
 /** A store directory outliving its provider: clean-close resume, content-checked reuse, and the directory
   * leases. Real RocksDB, real local Hadoop filesystem.
@@ -34,7 +33,7 @@ class LocalResumeSuite extends AnyFunSuite with BeforeAndAfterEach {
     }
   }
 
-  override def beforeEach(): Unit = tmp = TempDirs.create("lineagestore-resume")
+  override def beforeEach(): Unit = tmp = Files.createTempDirectory("lineagestore-resume").toFile
   override def afterEach(): Unit = LocalDirectories.deleteRecursively(tmp)
 
   private def blobs = new CountingBlobStore(

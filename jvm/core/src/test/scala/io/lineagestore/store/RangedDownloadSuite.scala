@@ -11,12 +11,11 @@ import org.apache.hadoop.fs.Path
 import org.scalatest.BeforeAndAfterEach
 import org.scalatest.funsuite.AnyFunSuite
 
-import io.lineagestore.format.{CorruptCheckpointFileException, SnapshotIndex, StoreIdentity}
 import io.lineagestore.format.{SnapshotZip, Hex}
+import io.lineagestore.format.{CorruptCheckpointFileException, SnapshotIndex, StoreIdentity}
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.snapshot.RangedDownload
 import io.lineagestore.storage.HadoopBlobStore
-import io.lineagestore.testing.TempDirs
 
 /** Large snapshot files restored as parallel byte ranges (vectored reads), checked as they arrive: the
   * planning of the ranges, and restores through a real RocksDB and a real local Hadoop filesystem with parts
@@ -28,7 +27,7 @@ class RangedDownloadSuite extends AnyFunSuite with BeforeAndAfterEach {
   private val D = ColumnFamilies.DefaultId
   private val small = RangedDownload(minBytes = 1, partBytes = 4096, window = 3)
 
-  override def beforeEach(): Unit = tmp = TempDirs.create("lineagestore-ranged")
+  override def beforeEach(): Unit = tmp = Files.createTempDirectory("lineagestore-ranged").toFile
   override def afterEach(): Unit = LocalDirectories.deleteRecursively(tmp)
 
   private def files(ranged: RangedDownload) = new CheckpointFiles(

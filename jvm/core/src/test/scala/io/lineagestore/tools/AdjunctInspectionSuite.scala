@@ -1,6 +1,7 @@
 package io.lineagestore.tools
 
 import java.io.File
+import java.nio.file.Files
 import java.util.concurrent.Executors
 
 import org.apache.hadoop.conf.Configuration
@@ -12,7 +13,6 @@ import io.lineagestore.format.{AdjunctCommit, AdjunctTableLog, ReplicaMark, Stor
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.storage.HadoopBlobStore
 import io.lineagestore.store.{CheckpointFiles, LineageStore, LocalDirectories, StoreSettings}
-import io.lineagestore.testing.TempDirs
 
 /** An adjunct table's commit log and `inspect` over a table written by the real store on a local Hadoop
   * filesystem: records round-trip, versions are listed in order, an unfinished batch (a delta no record
@@ -22,7 +22,7 @@ class AdjunctInspectionSuite extends AnyFunSuite with BeforeAndAfterEach {
   private var tmp: File = _
   private val pool = Executors.newFixedThreadPool(2)
 
-  override def beforeEach(): Unit = tmp = TempDirs.create("lineagestore-adjunct")
+  override def beforeEach(): Unit = tmp = Files.createTempDirectory("lineagestore-adjunct").toFile
   override def afterEach(): Unit = LocalDirectories.deleteRecursively(tmp)
 
   private def table = new File(tmp, "table").toURI.toString

@@ -12,18 +12,17 @@ import org.scalatest.funsuite.AnyFunSuite
 
 import io.lineagestore.format.SnapshotZip
 import io.lineagestore.format.StoreIdentity
-import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.lineage.{CommitLogEntry, CommittedLineage}
+import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.storage.HadoopBlobStore
 import io.lineagestore.store.{CheckpointFiles, ColumnFamilies, LineageStore, SnapshotZips, StoreSettings}
-import io.lineagestore.testing.TempDirs
 
 /** The command line's Scala side against stores written by the real store on a local Hadoop filesystem. */
 class CheckpointToolsSuite extends AnyFunSuite with BeforeAndAfterEach {
   private var tmp: File = _
   private val pool = Executors.newFixedThreadPool(2)
 
-  override def beforeEach(): Unit = tmp = TempDirs.create("lineagestore-tools")
+  override def beforeEach(): Unit = tmp = Files.createTempDirectory("lineagestore-tools").toFile
   override def afterEach(): Unit = deleteRecursively(tmp)
 
   private def storeDir = new File(tmp, "cp/state/0/0")

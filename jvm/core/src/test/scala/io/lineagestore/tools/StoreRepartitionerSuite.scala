@@ -1,20 +1,20 @@
 package io.lineagestore.tools
 
 import java.io.File
+import java.nio.file.Files
 
 import org.scalatest.BeforeAndAfterEach
 import org.scalatest.funsuite.AnyFunSuite
 
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.store.{LineageStore, LocalDirectories, StoreSettings}
-import io.lineagestore.testing.TempDirs
 
 /** [[StoreRepartitioner]] on stores written by the real store on a local filesystem, with a placement by the
   * key's last byte (Spark's placement is the Spark glue's, tested end to end against Spark's shuffle).
   */
 class StoreRepartitionerSuite extends AnyFunSuite with BeforeAndAfterEach {
   private var tmp: File = _
-  override def beforeEach(): Unit = tmp = TempDirs.create("lineagestore-repartition")
+  override def beforeEach(): Unit = tmp = Files.createTempDirectory("lineagestore-repartition").toFile
   override def afterEach(): Unit = LocalDirectories.deleteRecursively(tmp)
 
   private def dir(p: Int) = new File(tmp, s"cp/state/0/$p").toURI.toString
