@@ -14,8 +14,7 @@ import org.scalatest.funsuite.AnyFunSuite
 import io.lineagestore.format.StoreIdentity
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.storage.HadoopBlobStore
-import io.lineagestore.testing.S3TestServer
-import io.lineagestore.testing.TempDirs
+import io.lineagestore.testing.{S3TestServer, TempDirs}
 
 /** Stops a real process (Runtime.halt, no shutdown hooks, no finally blocks) at every named step of commit,
   * snapshot upload, clean-up and restore (the workload restores the store cold on a second local directory
