@@ -5,6 +5,7 @@
 #  - makes sure the bundled lineagestore-spark jar matches the current Scala sources (dev/jarbuild.py
 #    runs dev/sbt spark/package only when the jar is missing or stale);
 #  - puts .venv/bin first on PATH.
+# `ls_rocksdb_native DIR` (dev/test) gives every JVM a run starts RocksDB's native library from DIR.
 # Honours CI=true: no colour, no prompts, no progress bars.
 
 LS_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -46,4 +47,38 @@ ls_setup() {
 
   export PATH="${LS_VENV}/bin:${PATH}"
   export VIRTUAL_ENV="${LS_VENV}"
+}
+
+# RocksJava loads its native library from java.library.path when it is there, and otherwise extracts it from its
+# jar into java.io.tmpdir (14 MiB) at every JVM start, deleted at a normal exit only: the JVMs the suites kill or
+# halt (executors, crash points) left about 30 copies in /tmp per run. This extracts, once, the library of the
+# rocksdbjni jar the suites run with, under the name RocksJava looks for on this platform, into DIR, and puts DIR
+# on LD_LIBRARY_PATH, which is on java.library.path on Linux and passes to the JVMs those JVMs start. Where the
+# platform is not one it knows, or Spark's rocksdbjni is not the version build.sbt compiles against (the sbt
+# suites would load it too), it does nothing and RocksJava extracts as before.
+ls_rocksdb_native() {
+  local dir="$1" lib
+  lib="$("${LS_VENV}/bin/python" - "${dir}" <<'PY'
+import glob, os, platform, re, sys, zipfile
+
+import pyspark
+
+names = {"x86_64": "librocksdbjni-linux64.so", "aarch64": "librocksdbjni-linux-aarch64.so"}
+name = names.get(platform.machine())
+if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc" or name is None:
+    sys.exit(0)
+wanted = re.search(r'val rocksdbVersion = "([^"]+)"', open("build.sbt").read())
+jar = os.path.join(os.path.dirname(pyspark.__file__), "jars", f"rocksdbjni-{wanted.group(1) if wanted else '?'}.jar")
+if not os.path.isfile(jar):
+    sys.exit(0)
+os.makedirs(sys.argv[1], exist_ok=True)
+with zipfile.ZipFile(jar) as z:
+    z.extract(name, sys.argv[1])
+print(os.path.join(sys.argv[1], name))
+PY
+)" || return 0
+  if [[ -n "${lib}" ]]; then
+    export LD_LIBRARY_PATH="${dir}${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH}}"
+    ls_log "RocksDB's native library for this run: ${lib}"
+  fi
 }
