@@ -63,6 +63,23 @@ object CompactionTrigger {
     else current
   }
 
+  /** Whether the flushes of an interval not yet over, `flushedBytes`, rewrote several copies of a store of
+    * `storeBytes` (its largest sorted level, or RocksDB's estimate where larger), so that it compacts as for
+    * many copies before its freeze. What the live SST files, L0 included, grew by since the interval began
+    * (`liveAtStartBytes` to `liveBytes`) is what the flushes added, not what they rewrote: a load's new keys,
+    * or copies no compaction has merged yet. Counted as rewrites, a load of 640 MiB per store switched 6 of a
+    * 10M-key cell's 16 stores to 4 while its compactions lagged behind its flushes (17 L0 files beside an 82
+    * MB L6), and until the second freeze every L0 compaction then rewrote a whole store into its last level
+    * (3.4 s of compaction CPU per batch where 0.6 s was needed, docs/benchmarks.md).
+    */
+  def rewroteManyCopies(
+      flushedBytes: Long,
+      storeBytes: Long,
+      liveBytes: Long,
+      liveAtStartBytes: Long
+  ): Boolean =
+    storeBytes > 0 && flushedBytes - math.max(0L, liveBytes - liveAtStartBytes) >= 3 * storeBytes
+
   /** RocksDB's level base for a store of `storeBytes` compacting at `trigger`: `levelBase` where the flushes
     * hold few copies; at many copies, room for the store to grow to twice its size in the last level alone (a
     * power of two, so the value changes only when the store's size does by as much), at most

@@ -49,6 +49,7 @@ final class LocalRocksDb(
   private var levelBase = tuning.levelBaseBytes
   private var flushedAtLastLook = 0L // the interval's flushed bytes when adaptWithinInterval last looked
   private var storeAtIntervalStart = 0L // the store's size at the last freeze or open
+  private var liveAtIntervalStart = 0L // the bytes of its live SST files then, L0 included
   private val bloom = new BloomFilter(10)
   private val tableConfig =
     new BlockBasedTableConfig().setBlockCache(cache).setFilterPolicy(bloom)
@@ -110,6 +111,7 @@ final class LocalRocksDb(
     levelBase = tuning.levelBaseBytes
     flushedAtLastLook = 0L
     storeAtIntervalStart = db.getLongProperty("rocksdb.estimate-live-data-size")
+    liveAtIntervalStart = levelSizes.values.sum
     statistics.getAndResetTickerCount(TickerType.FLUSH_WRITE_BYTES)
   }
 
@@ -348,9 +350,10 @@ final class LocalRocksDb(
     // RocksDB's estimate of the store's size: the largest set of SSTs whose key ranges do not overlap, so
     // each key counted about once however many L0 copies hold it
     val storeBytes = db.getLongProperty("rocksdb.estimate-live-data-size")
-    val l0Bytes = levelSizes.getOrElse(0, 0L)
-    setCompaction(triggerAfter(flushedBytes, storeBytes, l0Bytes), storeBytes)
+    val levels = levelSizes
+    setCompaction(triggerAfter(flushedBytes, storeBytes, levels.getOrElse(0, 0L)), storeBytes)
     storeAtIntervalStart = storeBytes
+    liveAtIntervalStart = levels.values.sum
   }
 
   // the trigger for an interval that has flushed `flushedBytes` so far into a store of `storeBytes`, with
@@ -370,7 +373,9 @@ final class LocalRocksDb(
   // store's size is its largest level below L0 (each a sorted run a compaction made: one copy of the keys it
   // holds, and the last level holds most of them), never the L0 files alone: flushes of keys in random order
   // overlap, and before any compaction RocksDB's estimate counts one L0 file (a load batch of one copy would
-  // look like four).
+  // look like four). And the flushes count as copies only where they rewrote keys, not where the live files
+  // grew by them ([[CompactionTrigger.rewroteManyCopies]]): a load whose compactions lag behind its flushes
+  // has a small sorted level beside many L0 files.
   private def adaptWithinInterval(): Unit = if (l0Trigger != CompactionTrigger.ManyCopies) {
     val flushedBytes = statistics.getTickerCount(TickerType.FLUSH_WRITE_BYTES)
     if (flushedBytes > flushedAtLastLook) {
@@ -379,10 +384,18 @@ final class LocalRocksDb(
         triggerAfter(flushedBytes, storeBytes) == CompactionTrigger.ManyCopies
       val estimate = db.getLongProperty("rocksdb.estimate-live-data-size")
       if (manyCopies(estimate)) { // cheap first: the levels' sizes only once the estimate says so
-        val sorted = levelSizes.collect { case (level, bytes) if level > 0 => bytes }.maxOption
+        val levels = levelSizes
+        val sorted = levels.collect { case (level, bytes) if level > 0 => bytes }.maxOption
         val storeBytes = math.max(estimate, sorted.getOrElse(0L))
-        if (sorted.exists(_ > 0) && manyCopies(storeBytes))
-          setCompaction(CompactionTrigger.ManyCopies, storeBytes)
+        if (
+          sorted.exists(_ > 0) && manyCopies(storeBytes) &&
+          CompactionTrigger.rewroteManyCopies(
+            flushedBytes,
+            storeBytes,
+            levels.values.sum,
+            liveAtIntervalStart
+          )
+        ) setCompaction(CompactionTrigger.ManyCopies, storeBytes)
       }
     }
   }

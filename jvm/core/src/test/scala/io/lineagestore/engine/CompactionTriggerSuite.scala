@@ -55,6 +55,20 @@ class CompactionTriggerSuite extends AnyFunSuite {
     assert(levelBaseBytes(FewCopies, 8L << 20, levelBase = 4L << 20) == (4L << 20))
   }
 
+  test("within an interval, flushes count as copies only where the live files did not grow by them") {
+    val mib = 1L << 20
+    // a store of the 10M-key load when it switched to 4 (RocksDB's LOG, 13aa9f0's build): 567 MiB flushed, the
+    // largest sorted level 82 MiB (L6), 17 L0 files beside it, the live files 695 MiB, nothing at the start
+    assert(!rewroteManyCopies(567 * mib, 82 * mib, 695 * mib, 0L))
+    // `1m-1m-1k`'s 260 MiB store, every key rewritten each batch: five copies flushed, two memtables of
+    // them still in L0, the rest merged away by compactions
+    assert(rewroteManyCopies(1300 * mib, 260 * mib, 420 * mib, 300 * mib))
+    // the same store loaded within the interval (nothing at its start), then rewritten four times
+    assert(rewroteManyCopies(1300 * mib, 260 * mib, 520 * mib, 0L))
+    assert(!rewroteManyCopies(1040 * mib, 260 * mib, 520 * mib, 0L)) // three times: two copies rewritten
+    assert(!rewroteManyCopies(1L << 30, 0L, 0L, 0L)) // nothing known of the store
+  }
+
   test(
     "many copies put a store of up to half a GiB in the last level alone; few copies keep RocksDB's base"
   ) {
