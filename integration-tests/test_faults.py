@@ -165,6 +165,7 @@ def test_a_restore_that_fails_midway_is_redone_by_the_restart(h, spark, tmp_path
     # restore.after-replay is never reached (a snapshot of the newest version leaves nothing to replay)
     snapshot_every = spark.conf.get("spark.sql.streaming.stateStore.minDeltasForSnapshot")
     spark.conf.set("spark.sql.streaming.stateStore.minDeltasForSnapshot", "1000")
+    local_dir = spark.conf.get(LOCAL_DIR_KEY, None)
     for step in faults.RESTORE_STEPS:
         batch = 3 + faults.RESTORE_STEPS.index(step)
         h.add(runs[batch])
@@ -176,7 +177,7 @@ def test_a_restore_that_fails_midway_is_redone_by_the_restart(h, spark, tmp_path
             assert faults.fired(markers, step)
             assert h.run(oracle.running_aggregate_query, "update").batch_ids == [batch]
         finally:
-            spark.conf.unset(LOCAL_DIR_KEY)
+            spark.conf.unset(LOCAL_DIR_KEY) if local_dir is None else spark.conf.set(LOCAL_DIR_KEY, local_dir)
     spark.conf.set("spark.sql.streaming.stateStore.minDeltasForSnapshot", snapshot_every)
     _check(h, runs)
 

@@ -204,11 +204,12 @@ def test_aggregation_on_s3a_checkpoint(spark, provider, s3_server, s3_bucket, tm
     # One more restart on a fresh local directory: the provider can only get its state from S3.
     fresh = tmp_path / "fresh-local-dir"
     fresh.mkdir()
+    local_dir = spark.conf.get(LOCAL_DIR_KEY, None)
     spark.conf.set(LOCAL_DIR_KEY, str(fresh))
     try:
         result = _run(h, runs[runs_before_restart])
     finally:
-        spark.conf.unset(LOCAL_DIR_KEY)
+        spark.conf.unset(LOCAL_DIR_KEY) if local_dir is None else spark.conf.set(LOCAL_DIR_KEY, local_dir)
     assert result.batch_ids == [runs_before_restart]
     assert h.batch_outputs(lambda r: (r["k"], r["cnt"], r["total"])) == expected
     assert result.state_rows_total() == len(totals)

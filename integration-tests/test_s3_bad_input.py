@@ -182,7 +182,7 @@ def test_a_damaged_state_file_on_s3_is_named_and_the_repaired_checkpoint_continu
     from lineagestore.testing import faults
 
     conf, key = spark.conf, "spark.sql.streaming.stateStore.minDeltasForSnapshot"
-    before = conf.get(key)
+    before, local_dir = conf.get(key), conf.get(LOCAL_DIR_KEY, None)
     conf.set(key, "1000")
     try:
         runs = oracle.keyed_runs(35, 4)
@@ -205,7 +205,7 @@ def test_a_damaged_state_file_on_s3_is_named_and_the_repaired_checkpoint_continu
         assert h.runs[-1].state_rows_total() == len(totals)
     finally:
         conf.set(key, before)
-        conf.unset(LOCAL_DIR_KEY)
+        conf.unset(LOCAL_DIR_KEY) if local_dir is None else conf.set(LOCAL_DIR_KEY, local_dir)
 
 
 # --------------------------------------------------------------------------------------- command line

@@ -160,6 +160,7 @@ def test_restore_from_s3_through_faulty_reads(spark, provider, s3_server, proxie
     runs = oracle.keyed_runs(23, 5, rows=20, keys=8)
     expected, totals = oracle.running_aggregate(runs)
     h = S3StreamHarness(spark, tmp_path / "q", provider, s3_server, bucket, "checkpoint")
+    local_dir = spark.conf.get(LOCAL_DIR_KEY, None)
     try:
         for rows in runs[:4]:
             h.write("in", rows)
@@ -176,7 +177,7 @@ def test_restore_from_s3_through_faulty_reads(spark, provider, s3_server, proxie
             h, proxy, dict(truncate=0.3, throttle=0.2, methods={"GET", "HEAD"}), failures
         )
     finally:
-        spark.conf.unset(LOCAL_DIR_KEY)
+        spark.conf.unset(LOCAL_DIR_KEY) if local_dir is None else spark.conf.set(LOCAL_DIR_KEY, local_dir)
         spark.conf.unset(RANGED_PART_KEY)
     print(f"faults {proxy.counts['faults']}, failed runs {failures}")
     assert proxy.counts["faults"]["truncate"] > 0

@@ -135,6 +135,14 @@ def spark(request, tmp_path_factory, lineagestore_spark_conf, lineagestore_optio
         .config("spark.default.parallelism", "2")
         .config("spark.sql.warehouse.dir", str(tmp_path_factory.mktemp("spark-warehouse")))
     )
+    if lineagestore_cluster is None:
+        # the stores' local directories under pytest's temporary directory, not java.io.tmpdir's
+        # lineagestore/ (kept there for warm restarts, so every test session added to it); the cluster's
+        # executors keep their own java.io.tmpdir each, as on separate hosts. Options or settings may override.
+        builder = builder.config(
+            "spark.sql.streaming.stateStore.lineagestore.localDir",
+            str(tmp_path_factory.mktemp("lineagestore-local")),
+        )
     jar = os.environ.get("LINEAGESTORE_JAR")
     if jar:  # a jar of your own build instead of the one this package carries
         builder = builder.config("spark.jars", jar)
