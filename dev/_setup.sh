@@ -59,7 +59,7 @@ ls_setup() {
 ls_rocksdb_native() {
   local dir="$1" lib
   lib="$("${LS_VENV}/bin/python" - "${dir}" <<'PY'
-import glob, os, platform, re, sys, zipfile
+import os, platform, re, sys, zipfile
 
 import pyspark
 
@@ -68,7 +68,9 @@ name = names.get(platform.machine())
 if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc" or name is None:
     sys.exit(0)
 wanted = re.search(r'val rocksdbVersion = "([^"]+)"', open("build.sbt").read())
-jar = os.path.join(os.path.dirname(pyspark.__file__), "jars", f"rocksdbjni-{wanted.group(1) if wanted else '?'}.jar")
+if wanted is None:
+    sys.exit(0)
+jar = os.path.join(os.path.dirname(pyspark.__file__), "jars", f"rocksdbjni-{wanted.group(1)}.jar")
 if not os.path.isfile(jar):
     sys.exit(0)
 os.makedirs(sys.argv[1], exist_ok=True)

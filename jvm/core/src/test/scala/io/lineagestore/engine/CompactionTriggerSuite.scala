@@ -57,8 +57,9 @@ class CompactionTriggerSuite extends AnyFunSuite {
 
   test("within an interval, flushes count as copies only where the live files did not grow by them") {
     val mib = 1L << 20
-    // a store of the 10M-key load when it switched to 4 (RocksDB's LOG, 13aa9f0's build): 567 MiB flushed, the
-    // largest sorted level 82 MiB (L6), 17 L0 files beside it, the live files 695 MiB, nothing at the start
+    // a store of the 10M-key load when it switched to 4 (RocksDB's LOG, 13aa9f0's build): 567 MiB
+    // flushed, the largest sorted level 82 MiB (L6), 17 L0 files beside it, the live files 695 MiB,
+    // nothing at the start
     assert(!rewroteManyCopies(567 * mib, 82 * mib, 695 * mib, 0L))
     // `1m-1m-1k`'s 260 MiB store, every key rewritten each batch: five copies flushed, two memtables of
     // them still in L0, the rest merged away by compactions
