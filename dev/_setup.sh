@@ -49,13 +49,13 @@ ls_setup() {
   export VIRTUAL_ENV="${LS_VENV}"
 }
 
-# RocksJava loads its native library from java.library.path when it is there, and otherwise extracts it from its
-# jar into java.io.tmpdir (14 MiB) at every JVM start, deleted at a normal exit only: the JVMs the suites kill or
-# halt (executors, crash points) left about 30 copies in /tmp per run. This extracts, once, the library of the
-# rocksdbjni jar the suites run with, under the name RocksJava looks for on this platform, into DIR, and puts DIR
-# on LD_LIBRARY_PATH, which is on java.library.path on Linux and passes to the JVMs those JVMs start. Where the
-# platform is not one it knows, or Spark's rocksdbjni is not the version build.sbt compiles against (the sbt
-# suites would load it too), it does nothing and RocksJava extracts as before.
+# RocksJava loads its native library from java.library.path when it is there, and otherwise extracts it from
+# its jar into java.io.tmpdir (14 MiB) at every JVM start, deleted at a normal exit only: the JVMs the suites
+# kill or halt (executors, crash points) left about 30 copies in /tmp per run. This extracts, once, the
+# library of the rocksdbjni jar the suites run with, under the name RocksJava looks for on this platform, into
+# DIR, and puts DIR on LD_LIBRARY_PATH, which is on java.library.path on Linux and passes to the JVMs those
+# JVMs start. Where the platform is not one it knows, or Spark's rocksdbjni is not the version build.sbt
+# compiles against (the sbt suites would load it too), it does nothing and RocksJava extracts as before.
 ls_rocksdb_native() {
   local dir="$1" lib
   lib="$("${LS_VENV}/bin/python" - "${dir}" <<'PY'
