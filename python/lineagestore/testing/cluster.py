@@ -8,6 +8,7 @@ keeps its local RocksDB directories by default: executors do not share local sta
 
     with StandaloneCluster(workers=3) as cluster:
         spark = cluster.configure(SparkSession.builder).getOrCreate()
+        cluster.await_executors(spark)
         ...
         cluster.kill_executor("127.0.0.3")
 
@@ -179,6 +180,18 @@ class StandaloneCluster:
         for key, value in self.spark_conf().items():
             builder = builder.config(key, value)
         return builder
+
+    def await_executors(self, spark: Any) -> None:
+        """Waits until the application of ``spark`` (a SparkSession on this cluster) has an executor on every
+        Worker's host. Standalone mode schedules a job as soon as one executor registered, so a test's first
+        job could otherwise run on fewer executors than it counts on (the slowest JVM still starting)."""
+        tracker = spark.sparkContext._jsc.sc().statusTracker()
+        hosts = set(self.hosts)
+
+        def registered(_state: dict | None) -> bool:
+            return hosts <= {info.host() for info in tracker.getExecutorInfos()}
+
+        self._wait(registered, f"an executor on each of {', '.join(self.hosts)}")
 
     def state(self) -> dict | None:
         """The Master's view (its JSON status page), or None when it does not answer."""

@@ -160,6 +160,8 @@ def spark(request, tmp_path_factory, lineagestore_spark_conf, lineagestore_optio
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
+    if lineagestore_cluster is not None:
+        lineagestore_cluster.await_executors(session)
     yield session
     session.stop()
 
