@@ -1,9 +1,9 @@
 """``lineagestore inspect|verify|gc|clone`` on a real checkpoint written by a real query.
 
 One module-scoped SparkSession (local[2], 2 shuffle partitions, maintenance every second, a snapshot every
-2 versions) runs a streaming aggregation twice: batches 0..3, then, after Spark's commit of batch 3 is
-removed (a crash after the state commit, before the commit log), a re-run of batch 3 (a second attempt of
-version 4: an orphan) and batch 4. Tests run the command line in this process (it reuses the session's JVM)
+2 versions: partition 0 at the even ones, partition 1 at the odd ones, each on its phase) runs a streaming
+aggregation twice: batches 0..3, then, after Spark's commit of batch 3 is removed (a crash after the state
+commit, before the commit log), a re-run of batch 3 (a second attempt of version 4: an orphan) and batch 4. Tests run the command line in this process (it reuses the session's JVM)
 on copies of that checkpoint; one runs the installed console script (its own gateway JVM).
 """
 
@@ -65,9 +65,13 @@ def _start(spark, source: Path, checkpoint: Path, totals: dict):
     )
 
 
-def _zips(checkpoint: Path, version: int) -> list[int]:
-    """How many snapshot zips of `version` each partition of operator 0 holds."""
-    return [len(list((checkpoint / "state" / "0" / str(p)).glob(f"{version}_*.zip"))) for p in range(2)]
+def _zips(checkpoint: Path, partition: int, version: int) -> int:
+    """How many snapshot zips of `version` partition `partition` of operator 0 holds."""
+    return len(list((checkpoint / "state" / "0" / str(partition)).glob(f"{version}_*.zip")))
+
+
+# the versions each partition freezes at with a snapshot every 2 versions (its phase: SnapshotSchedule)
+SNAPSHOT_VERSIONS = {0: [2, 4], 1: [1, 3, 5]}
 
 
 def _wait(cond, what: str, timeout: float = 60) -> None:
@@ -128,7 +132,9 @@ def base(spark, tmp_path_factory):
         for b in range(4):
             _write_input(source, b)
             query.processAllAvailable()
-        _wait(lambda: min(_zips(checkpoint, 4)) >= 1, "the snapshots of version 4")
+        _wait(
+            lambda: _zips(checkpoint, 0, 4) >= 1 and _zips(checkpoint, 1, 3) >= 1, "the snapshots of 4 and 3"
+        )
     finally:
         query.stop()
     # the commit of batch 3 is lost: the next run re-runs batch 3 as a new attempt of version 4
@@ -138,7 +144,10 @@ def base(spark, tmp_path_factory):
     query = _start(spark, source, checkpoint, totals)
     try:
         query.processAllAvailable()
-        _wait(lambda: min(_zips(checkpoint, 4)) >= 2, "the snapshots of the second attempt of version 4")
+        _wait(
+            lambda: _zips(checkpoint, 0, 4) >= 2 and _zips(checkpoint, 1, 5) >= 1,
+            "partition 0's snapshot of the second attempt of version 4, partition 1's of 5",
+        )
     finally:
         query.stop()
     assert totals == _oracle(5)
@@ -182,17 +191,19 @@ def test_inspect_reports_lineage_attempts_snapshots_and_sizes(base, capsys):
     ]
     assert report["problems"] == []
     assert [s["path"] for s in report["stores"]] == ["state/0/0", "state/0/1"]
-    for s in report["stores"]:
+    for partition, s in enumerate(report["stores"]):
         assert [p["version"] for p in s["chosenPath"]] == [5, 4, 3, 2, 1]
         assert [p["batchId"] for p in s["chosenPath"]] == [4, 3, 2, 1, 0]
         orphans = [c for c in s["checkpoints"] if c["status"] == "orphan"]
         assert [c["version"] for c in orphans] == [4]  # the lost attempt of batch 3
-        committed4 = next(c for c in s["checkpoints"] if c["version"] == 4 and c["status"] == "committed")
-        assert committed4["batchId"] == 3 and committed4["snapshot"]
+        # each partition's snapshots at the versions of its phase, the orphan's in partition 0 as well
+        committed = [c for c in s["checkpoints"] if c["status"] == "committed"]
+        assert sorted(c["version"] for c in committed if c["snapshot"]) == SNAPSHOT_VERSIONS[partition]
+        assert [o["snapshot"] for o in orphans] == [partition == 0]
         t = s["totals"]
         assert t["orphanAttempts"] == 1 and t["orphanAttemptBytes"] > 0
-        assert t["deltas"] == 6 and t["snapshots"] >= 3
-        # snapshot 2's SST is still referenced by both snapshots of version 4
+        assert t["deltas"] == 6 and t["snapshots"] == 3
+        # a snapshot's SSTs are referenced again by the next one (partition 0: snapshot 2's by both of 4)
         assert t["sharedBlobs"] >= 1 and t["sharedBytes"] > 0
         assert t["sharedBytes"] + t["uniqueBytes"] + t["orphanBlobBytes"] == t["blobBytes"]
         assert not s["errors"] and not s["conflicts"]
@@ -277,8 +288,8 @@ def test_verify_names_a_corrupted_delta(copy, capsys, drop_crc):
 
 def test_verify_names_a_deleted_shared_blob(copy, capsys):
     store = next(s for s in inspect_json(capsys, copy)["stores"] if s["path"] == "state/0/1")
-    snap = next(z for z in store["snapshots"] if z["version"] == 4 and z["status"] == "committed")
-    blob = snap["blobs"][0]
+    snap = next(z for z in store["snapshots"] if z["version"] == 3 and z["status"] == "committed")
+    blob = snap["blobs"][0]  # batch 3 (version 4) loads from snapshot 3
     (copy / "state" / "0" / "1" / "shared" / blob).unlink()
     rc, out, _ = run(capsys, "verify", str(copy))
     assert rc == EXIT_PROBLEMS
@@ -309,10 +320,11 @@ def test_gc_dry_run_lists_then_apply_deletes_and_the_rest_verifies(copy, capsys)
     rc, out, _ = run(capsys, "gc", str(copy), "--retain", "1", "--grace", "0s", "--json")
     plan = json.loads(out)
     assert rc == EXIT_OK and not plan["applied"] and plan["deleteFiles"] > 0
-    for s in plan["stores"]:
+    for partition, s in enumerate(plan["stores"]):
         deleted = {d["file"].split("_")[0] for d in s["delete"] if not d["file"].startswith("shared/")}
-        assert deleted == {"1", "2", "3", "4"}  # versions below the snapshot base 4, and the orphan of 4
-        assert s["oldestRetained"] == 5 and s["snapshotBase"].startswith("4_")
+        assert deleted == {"1", "2", "3", "4"}  # versions below the snapshot base, and the orphan of 4
+        base_version = SNAPSHOT_VERSIONS[partition][-1]  # the newest snapshot at or below version 5
+        assert s["oldestRetained"] == 5 and s["snapshotBase"].startswith(f"{base_version}_")
     assert any(d["file"] == "shared/stray-upload.sst" for d in plan["stores"][0]["delete"])
     assert _tree(copy) == before
 
@@ -327,10 +339,11 @@ def test_gc_dry_run_lists_then_apply_deletes_and_the_rest_verifies(copy, capsys)
 
     report = inspect_json(capsys, copy)
     assert report["totals"]["orphanAttempts"] == 0 and report["totals"]["orphanBlobs"] == 0
-    rc, out, _ = run(capsys, "verify", str(copy), "--json")
+    # what gc kept loads: the one batch it retained (partition 1's base, snapshot 5, left no version 4)
+    rc, out, _ = run(capsys, "verify", str(copy), "--retain", "1", "--json")
     result = json.loads(out)
     assert rc == EXIT_OK, out
-    assert result["batches"] == [3, 4] and result["skippedBatches"] == [0, 1, 2]
+    assert result["batches"] == [4] and result["skippedBatches"] == [0, 1, 2, 3]
 
 
 # ---- clone ------------------------------------------------------------------------------------------------

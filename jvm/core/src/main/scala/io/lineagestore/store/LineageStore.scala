@@ -70,6 +70,9 @@ final class LineageStore(
   // the checkpoint the batch in progress commits as, once drawn (null: not yet); task thread only
   private var next: NextCheckpoint = null
 
+  // the versions this store freezes at within each snapshot interval (its partition's: SnapshotSchedule)
+  private val snapshotPhase = SnapshotSchedule.phase(files.store.partitionId, settings.minDeltasForSnapshot)
+
   val pendingBlobs = new PendingBlobs
   private val cleanups = new LineageCleanup(files, settings, crash, clock, pendingBlobs)
   private val uploads =
@@ -318,7 +321,8 @@ final class LineageStore(
 
   /** Commits the batch in progress as checkpoint (loaded + 1, a fresh unique ID): ends its delta (lineage
     * first; written while the batch ran when it could be, see [[BatchDeltas]]), then applies it locally.
-    * Freezes a snapshot when enough deltas accumulated since the presumed one.
+    * Freezes a snapshot where [[SnapshotSchedule]] says (its partition's phase of the snapshot interval, a
+    * fresh start, a lag).
     */
   def commit(): CheckpointId = commitAs(None)
 
@@ -348,10 +352,15 @@ final class LineageStore(
       emptyAtVersion = 0,
       uploadedSnapshotVersion = uploads.uploadedOn(lineage, before.uploadedSnapshotVersion)
     )
-    val sinceSnapshot = id.version - committed.presumedSnapshotVersion
     val lagging = id.version - committed.uploadedSnapshotVersion > settings.maxSnapshotLagDeltas
-    // a fresh start is snapshotted at once: its lineage has no older snapshot to restore from
-    val freezing = freshStart || lagging || sinceSnapshot >= settings.minDeltasForSnapshot
+    val freezing = SnapshotSchedule.freezes(
+      id.version,
+      committed.presumedSnapshotVersion,
+      freshStart,
+      lagging,
+      snapshotPhase,
+      settings.minDeltasForSnapshot
+    )
     // The delta is durable: the commit stands. Writing it into RocksDB (a fifth of a commit at 100k keys)
     // then runs on an apply thread while the task goes on, reads looking through it (LocalRocksDb); so does
     // a freeze's checkpoint (flush + hard links: most of a freezing commit at 1M keys), which an upload
