@@ -407,3 +407,57 @@ def test_old_version_records_and_stale_replica_markers_are_swept(spark, tmp_path
     assert markers() == [], inspect_json(table)["replicas"]
     adjunct.read(spark, table).collect()
     assert markers() == [(6, 0)]
+
+
+LOCAL_DIR_KEY = "spark.sql.streaming.stateStore.lineagestore.localDir"
+
+
+def _local_copies(root: Path, table: str) -> set[str]:
+    """The roles ("adjunct-writer", "adjunct-replica") of the local copies of ``table`` leased under ``root``
+    (each leased directory holds its location in STORE)."""
+    return {
+        f.read_text().split(":", 1)[0]
+        for f in root.rglob("STORE")
+        if f.read_text().startswith("adjunct-") and table in f.read_text()
+    }
+
+
+def test_local_copies_live_under_the_sessions_local_dir_and_a_bad_setting_is_named(spark, tmp_path):
+    """The maintaining writer's and the lookups' replica's local copies go where ``localDir`` says, as the
+    queries' stores do (they went to java.io.tmpdir whatever it said); a lineagestore setting the session
+    holds with a bad value fails the call naming the key, and nothing is committed."""
+    import tempfile
+
+    table = str(tmp_path / "table")
+    local = tmp_path / "elsewhere"
+    oracle = Oracle()
+    before = spark.conf.get(LOCAL_DIR_KEY, None)
+    spark.conf.set(LOCAL_DIR_KEY, str(local))
+    try:
+        df = spark.createDataFrame(ROUNDS[0], CHANGE_SCHEMA)
+        assert adjunct.maintain_batch(df, 0, table, ["id"], "seq", source="local-dir") == 1
+        oracle.commit(1, ROUNDS[0])
+        events = spark.createDataFrame([(i, i) for i in (0, 3, 7, 99)], EVENT_SCHEMA)
+        rows = adjunct.lookup(events, table, version=1).collect()
+        assert {r["id"]: (r["name"], r["score"]) for r in rows} == {
+            i: oracle.versions[1].get(i, (None, None)) for i in (0, 3, 7, 99)
+        }
+        assert _local_copies(local, table) == {"adjunct-writer", "adjunct-replica"}
+        default_root = Path(tempfile.gettempdir()) / "lineagestore"
+        assert not default_root.is_dir() or not _local_copies(default_root, table)
+
+        memory_key = "spark.sql.streaming.stateStore.lineagestore.memoryBytes"
+        spark.conf.set(memory_key, "lots")
+        try:
+            df = spark.createDataFrame(ROUNDS[1], CHANGE_SCHEMA)
+            with pytest.raises(
+                AdjunctTableError, match=f"{memory_key}='lots' is not a valid size.*Nothing was"
+            ):
+                adjunct.maintain_batch(df, 1, table, ["id"], "seq", source="local-dir")
+            with pytest.raises(AdjunctTableError, match=memory_key):
+                adjunct.lookup(events, table, version=1)
+        finally:
+            spark.conf.unset(memory_key)
+        assert [v["version"] for v in adjunct.versions(spark, table)] == [1]  # nothing committed
+    finally:
+        spark.conf.unset(LOCAL_DIR_KEY) if before is None else spark.conf.set(LOCAL_DIR_KEY, before)

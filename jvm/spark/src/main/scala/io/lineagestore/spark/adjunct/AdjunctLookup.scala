@@ -40,7 +40,7 @@ object AdjunctLookup {
     */
   def lookup(events: DataFrame, path: String, on: java.util.List[String], version: Long): DataFrame = {
     val spark = events.sparkSession
-    val confEntries = AdjunctTable.confEntries(spark.sparkContext.hadoopConfiguration)
+    val confEntries = AdjunctTable.confEntries(spark)
     val table = new AdjunctTable(path, AdjunctTable.confOf(confEntries))
     val schema = table.schema
     val commit = table.resolve(version)
@@ -140,7 +140,7 @@ object AdjunctLookup {
     * replicas.
     */
   def read(spark: SparkSession, path: String, version: Long): DataFrame = {
-    val confEntries = AdjunctTable.confEntries(spark.sparkContext.hadoopConfiguration)
+    val confEntries = AdjunctTable.confEntries(spark)
     val table = new AdjunctTable(path, AdjunctTable.confOf(confEntries))
     val schema = table.schema
     val commit = table.resolve(version)

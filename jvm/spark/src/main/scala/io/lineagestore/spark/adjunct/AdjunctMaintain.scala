@@ -99,7 +99,7 @@ object AdjunctMaintain {
       replace: Boolean
   ): Long = {
     val spark = batch.sparkSession
-    val confEntries = AdjunctTable.confEntries(spark.sparkContext.hadoopConfiguration)
+    val confEntries = AdjunctTable.confEntries(spark)
     val table = new AdjunctTable(path, AdjunctTable.confOf(confEntries))
     val schema = schemaOf(batch, path, keys.asScala.toSeq, ordering, op)
     if (partitions < 0)

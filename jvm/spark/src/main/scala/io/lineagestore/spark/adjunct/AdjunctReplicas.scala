@@ -14,22 +14,25 @@ import io.lineagestore.storage.HadoopBlobStore
 import io.lineagestore.store._
 
 /** A local copy of an adjunct table's store: a [[LineageStore]] in a leased local directory. `role` keeps the
-  * driver's writer and an executor's replica apart when they share a JVM (local mode).
+  * driver's writer and an executor's replica apart when they share a JVM (local mode). `confEntries` are
+  * [[AdjunctTable.confEntries]]: the Hadoop configuration and the session's lineagestore settings, applied as
+  * the provider applies them (the local directory under `localDir`, kept `localRetentionMs`; RocksDB's memory
+  * and the transfer threads), so moving state to another disk moves the tables' copies too.
   */
 final class AdjunctLocalStore(storePath: String, confEntries: Map[String, String], role: String, retain: Int)
     extends AutoCloseable {
   val conf: org.apache.hadoop.conf.Configuration = AdjunctTable.confOf(confEntries)
-  private val lease = AdjunctLocalStore.directories.acquire(s"adjunct-$role:$storePath")
+  private val lease = AdjunctLocalStore.directoriesFor(confEntries).acquire(s"adjunct-$role:$storePath")
   val store: LineageStore =
     try
       new LineageStore(
         new CheckpointFiles(
           new HadoopBlobStore(new Path(storePath), conf),
           StoreIdentity(0, 0, "default"),
-          SharedTransferPool(LineageConf.TransferThreads.default)
+          SharedTransferPool(LineageConf.TransferThreads.from(confEntries))
         ),
         lease.dir,
-        StoreSettings.from(Map.empty, minVersionsToRetain = retain)
+        StoreSettings.from(confEntries, minVersionsToRetain = retain)
       )
     catch { case t: Throwable => lease.release(); throw t }
 
@@ -41,9 +44,20 @@ final class AdjunctLocalStore(storePath: String, confEntries: Map[String, String
 }
 
 object AdjunctLocalStore {
-  // under java.io.tmpdir like the provider's default; its retention lets a restarted executor reuse the files
-  private lazy val directories =
-    new LocalDirectories(new File(System.getProperty("java.io.tmpdir")), LineageConf.LocalRetentionMs.default)
+
+  /** The local directories under `localDir` (java.io.tmpdir when unset, as the provider's), kept
+    * `localRetentionMs` so a restarted executor reuses the files: one per pair of settings in this JVM.
+    */
+  def directoriesFor(confEntries: Map[String, String]): LocalDirectories = {
+    val base = Option(LineageConf.LocalDir.from(confEntries))
+      .filter(_.nonEmpty)
+      .getOrElse(System.getProperty("java.io.tmpdir"))
+    directories.computeIfAbsent(
+      (new File(base).getAbsolutePath, LineageConf.LocalRetentionMs.from(confEntries)),
+      key => new LocalDirectories(new File(key._1), key._2)
+    )
+  }
+  private val directories = new java.util.concurrent.ConcurrentHashMap[(String, Long), LocalDirectories]()
 }
 
 /** The executor's read-only replicas: one per adjunct table (store path; per partition of a partitioned

@@ -6,6 +6,7 @@ import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
 import org.apache.spark.sql.types._
 
+import io.lineagestore.config.{InvalidConfigException, LineageConf}
 import io.lineagestore.format.{AdjunctCommit, AdjunctTableLog}
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.storage.HadoopBlobStore
@@ -108,6 +109,24 @@ object AdjunctTable {
   /** A Hadoop configuration as plain entries, to rebuild it on executors. */
   def confEntries(conf: Configuration): Map[String, String] =
     conf.iterator().asScala.map(e => e.getKey -> e.getValue).toMap
+
+  /** What an adjunct call ships to the tasks: the session's Hadoop configuration and its lineagestore
+    * settings (`spark.sql.streaming.stateStore.lineagestore.*`: where the local copies live, how long they
+    * are kept, RocksDB's memory, ...), which the writers and replicas apply as the provider's stores do. The
+    * settings are checked here, on the driver, so a bad value fails the call naming its key before any task
+    * runs or anything is written.
+    */
+  def confEntries(spark: org.apache.spark.sql.SparkSession): Map[String, String] = {
+    val lineage = spark.conf.getAll.filter { case (k, _) => k.startsWith(LineageConf.Prefix) }
+    try LineageConf.validate(lineage)
+    catch {
+      case e: InvalidConfigException =>
+        throw new AdjunctTableException(
+          s"${e.getMessage} Nothing was read or written; fix the session's setting."
+        )
+    }
+    confEntries(spark.sparkContext.hadoopConfiguration) ++ lineage
+  }
 
   def confOf(entries: Map[String, String]): Configuration = {
     val c = new Configuration(false)
