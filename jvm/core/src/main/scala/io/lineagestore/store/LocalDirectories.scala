@@ -9,6 +9,8 @@ import java.util.UUID
 
 import scala.util.control.NonFatal
 
+import io.lineagestore.config.LineageConf
+
 /** The executor-local directories of stores. A store's directory outlives the provider that used it, so the
   * next provider of the same store on this host (a restarted query, a task scheduled here again) restores
   * warm: [[CheckpointFiles.restoreSnapshot]] keeps every local file whose content matches the snapshot.
@@ -32,8 +34,8 @@ import scala.util.control.NonFatal
   * before use.
   */
 final class LocalDirectories(
-    base: File,
-    retentionMs: Long,
+    val base: File,
+    val retentionMs: Long,
     clock: () => Long = () => System.currentTimeMillis()
 ) {
   private val root = new File(base, "lineagestore")
@@ -128,6 +130,17 @@ final class LocalLease(val dir: File, val reused: Boolean, release: () => Unit) 
 }
 
 object LocalDirectories {
+
+  /** The local directories the settings `confs` name: under `localDir` (java.io.tmpdir when empty), kept
+    * `localRetentionMs` after release. The one place the provider's stores and the adjunct tables' copies
+    * take them from.
+    */
+  def configured(confs: Map[String, String]): LocalDirectories = {
+    val base = Option(LineageConf.LocalDir.from(confs))
+      .filter(_.nonEmpty)
+      .getOrElse(System.getProperty("java.io.tmpdir"))
+    new LocalDirectories(new File(base).getAbsoluteFile, LineageConf.LocalRetentionMs.from(confs))
+  }
 
   def keyOf(location: String): String =
     MessageDigest

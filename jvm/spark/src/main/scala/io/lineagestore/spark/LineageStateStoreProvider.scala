@@ -85,10 +85,7 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
       useMultipleValuesPerKey
     )
 
-    val localBase = Option(LineageConf.LocalDir.from(confs))
-      .filter(_.nonEmpty)
-      .getOrElse(System.getProperty("java.io.tmpdir"))
-    val localDirs = new LocalDirectories(new File(localBase), LineageConf.LocalRetentionMs.from(confs))
+    val localDirs = LocalDirectories.configured(confs)
     LineageStateStoreProvider.evictIdleAtMostEveryMinute(localDirs)
     localLease = localDirs.acquire(stateStoreId.storeCheckpointLocation().toString)
     localRoot = localLease.dir

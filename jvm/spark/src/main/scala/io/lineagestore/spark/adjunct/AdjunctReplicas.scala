@@ -1,7 +1,5 @@
 package io.lineagestore.spark.adjunct
 
-import java.io.File
-
 import scala.collection.mutable
 import scala.util.control.NonFatal
 
@@ -45,17 +43,12 @@ final class AdjunctLocalStore(storePath: String, confEntries: Map[String, String
 
 object AdjunctLocalStore {
 
-  /** The local directories under `localDir` (java.io.tmpdir when unset, as the provider's), kept
-    * `localRetentionMs` so a restarted executor reuses the files: one per pair of settings in this JVM.
+  /** [[LocalDirectories.configured]] by `confEntries`, one per pair of settings in this JVM (its leases stay
+    * with it while copies are open).
     */
   def directoriesFor(confEntries: Map[String, String]): LocalDirectories = {
-    val base = Option(LineageConf.LocalDir.from(confEntries))
-      .filter(_.nonEmpty)
-      .getOrElse(System.getProperty("java.io.tmpdir"))
-    directories.computeIfAbsent(
-      (new File(base).getAbsolutePath, LineageConf.LocalRetentionMs.from(confEntries)),
-      key => new LocalDirectories(new File(key._1), key._2)
-    )
+    val dirs = LocalDirectories.configured(confEntries)
+    directories.computeIfAbsent((dirs.base.getPath, dirs.retentionMs), _ => dirs)
   }
   private val directories = new java.util.concurrent.ConcurrentHashMap[(String, Long), LocalDirectories]()
 }
