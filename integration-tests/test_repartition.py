@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -89,6 +90,26 @@ def _placement_matches_spark(spark, checkpoint: Path, n: int, key_cols: list[str
     expected = {tuple(r[1:]): r[0] for r in shuffled}
     assert placed == expected
     assert set(placed.values()) <= set(range(n))
+
+
+def _settled_files(checkpoint: Path, quiet_s: float = 1.0, timeout_s: float = 60.0) -> set[Path]:
+    """The checkpoint's files once the stores' background uploads are done: a store uploads its snapshot after
+    the commit (partition 1 freezes at version 1), so a listing taken as the query ends can hold an in-flight
+    temporary (`.<name>.<uuid>.tmp`) that is renamed a moment later. Waits until no temporary is left and the
+    listing held still for `quiet_s`."""
+    deadline = time.monotonic() + timeout_s
+    last: set[Path] | None = None
+    still_since = time.monotonic()
+    while True:
+        now = {p for p in checkpoint.rglob("*") if p.is_file()}
+        if now != last or any(p.name.startswith(".") and p.name.endswith(".tmp") for p in now):
+            last, still_since = now, time.monotonic()
+        elif time.monotonic() - still_since >= quiet_s:
+            return now
+        assert time.monotonic() < deadline, (
+            f"uploads under {checkpoint} did not settle in {timeout_s} s: {now}"
+        )
+        time.sleep(0.1)
 
 
 def _verify_clean(tools, checkpoint: Path) -> None:
@@ -224,10 +245,10 @@ def test_refusals_name_the_cause(spark, tools, tmp_path):
         rp.repartition(tools, cp, 3)
     (offsets / "1").unlink()
     # a dry run writes nothing
-    before = sorted(p.name for p in q.checkpoint.rglob("*"))
+    before = sorted(p.name for p in _settled_files(q.checkpoint))
     out = rp.repartition(tools, cp, 3, dry_run=True)
     assert out["dryRun"] and any("commits/1" in w for w in out["writes"])
-    assert sorted(p.name for p in q.checkpoint.rglob("*")) == before
+    assert sorted(p.name for p in q.checkpoint.rglob("*") if p.is_file()) == before
 
 
 def test_interrupted_repartition_is_recognised_then_finished_or_undone(spark, tools, tmp_path):
@@ -282,7 +303,7 @@ def test_crash_at_each_step_then_rerun_finishes(spark, tools, tmp_path, step):
     q.add("in", rows)
     q.run()
     cp = str(q.checkpoint)
-    before = {p for p in q.checkpoint.rglob("*") if p.is_file()}
+    before = _settled_files(q.checkpoint)
     with pytest.raises(rp.InjectedCrash):
         rp.repartition(tools, cp, 3, crash_at=step)
     assert not (q.checkpoint / "commits" / "1").exists()
