@@ -25,6 +25,8 @@ FIGURES: dict[str, tuple[str, str]] = {
     "commit_p50_ms": ("state commit p50", "ms"),
     "commit_p95_ms": ("state commit p95", "ms"),
     "commit_p99_ms": ("state commit p99", "ms"),
+    "commit_delta_p50_ms": ("state commit p50: ending the delta", "ms"),
+    "commit_apply_wait_p50_ms": ("state commit p50: waiting for the apply thread", "ms"),
     "cpu_s_per_batch": ("JVM CPU per batch (all threads)", "s"),
     "cpu_us_per_row": ("JVM CPU per committed row", "us"),
     "snapshot_upload_ms": ("snapshot upload (median per store)", "ms"),
@@ -124,6 +126,15 @@ def cell_figures(cell: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
         "state_memory_max_bytes": max((b["state"]["memoryUsedBytes"] for b in batches), default=None),
         "batch_ms_series": [b["durationMs"].get("triggerExecution", 0) for b in batches],
     }
+    # what lineagestore's commits waited on, per steady batch summed over its stores (None for other providers)
+    delta = [b["custom"].get("lineagestoreCommitDeltaMs") for b in steady]
+    wait = [b["custom"].get("lineagestoreCommitApplyWaitMs") for b in steady]
+    split = None not in delta + wait and bool(steady)
+    f["commit_delta_p50_ms"] = _pct(delta, 0.5) if split else None
+    f["commit_apply_wait_p50_ms"] = _pct(wait, 0.5) if split else None
+    f["commit_split_series"] = (
+        [[c, d, w] for c, d, w in zip(commit, delta, wait, strict=True)] if split else []
+    )
     logs = cell.get("log", {})
     uploads = list(logs.get("snapshot_upload_ms", []))
     if not uploads:  # lineagestore reports the last upload time per store as a metric, not in its log

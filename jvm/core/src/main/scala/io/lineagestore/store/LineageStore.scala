@@ -342,7 +342,9 @@ final class LineageStore(
     val batch = uniqueId.fold(drawn)(u => drawn.copy(id = CheckpointId(drawn.id.version, u)))
     val NextCheckpoint(id, lineage, freshStart) = batch
     crash.at(CrashPoints.CommitBeforeDelta)
+    val deltaStart = clock()
     deltas.write(db.pending, batch)
+    counters.lastCommitDeltaMs.set(clock() - deltaStart)
     crash.at(CrashPoints.CommitAfterDelta)
     counters.lastDeltaBytes.set(db.pending.sizeBytes)
     counters.lastSpilledBytes.set(db.pending.spilledBytes)
@@ -367,9 +369,11 @@ final class LineageStore(
     // waits for and the next commit's write follows. (A flush one commit ahead of the freeze, made when the
     // freeze ran on the task thread, is gone: off that thread it only added an SST per snapshot interval,
     // a near-complete copy of the store where every key changes every batch, docs/benchmarks.md.)
+    val handOffStart = clock()
     val checkpointed =
       if (freezing) Some(db.commitAndCheckpointInBackground(uploads.emptyFrozenDir(id)))
       else { db.commitInBackground(); None }
+    counters.lastCommitApplyWaitMs.set(clock() - handOffStart)
     crash.at(CrashPoints.CommitAfterLocalApply)
     local.set(committed)
     checkpointed.foreach(frozen(committed, _))

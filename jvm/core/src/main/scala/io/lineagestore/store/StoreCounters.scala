@@ -28,6 +28,10 @@ final class StoreCounters {
   val streamedDeltasGivenUp = new AtomicLong
   val lastLoadMs = new AtomicLong
   val lastCommitMs = new AtomicLong
+  // the last commit's two parts that can wait on something else: ending its delta in the blob store, and
+  // handing the batch to the apply thread (which first waits for the previous batch's write and checkpoint)
+  val lastCommitDeltaMs = new AtomicLong
+  val lastCommitApplyWaitMs = new AtomicLong
   val lastSnapshotUploadMs = new AtomicLong
   val lastDeltaBytes = new AtomicLong
   // bytes the last committed batch spilled to local disk past maxPendingBytes (its runs' files)

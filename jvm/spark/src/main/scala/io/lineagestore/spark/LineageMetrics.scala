@@ -55,6 +55,16 @@ private[spark] object LineageMetrics {
     "time to commit (ending the delta written as the batch ran, or writing it whole; the write into the local " +
       "RocksDB, and a snapshot's checkpoint, follow on an apply thread)"
   )
+  val CommitDeltaMs = timing(
+    "lineagestoreCommitDeltaMs",
+    "part of lineagestoreCommitMs spent ending the delta in the blob store (its last part and the upload's " +
+      "completion), or writing it whole"
+  )
+  val CommitApplyWaitMs = timing(
+    "lineagestoreCommitApplyWaitMs",
+    "part of lineagestoreCommitMs spent waiting for the apply thread to finish the previous batch (its write " +
+      "into the local RocksDB, a snapshot's checkpoint) and for room in the apply backlog"
+  )
   val SnapshotUploadMs = timing(
     "lineagestoreSnapshotUploadMs",
     "time of the last snapshot upload (with the wait for its checkpoint, if the apply thread was still " +
@@ -82,6 +92,8 @@ private[spark] object LineageMetrics {
     SpilledBytes,
     LoadMs,
     CommitMs,
+    CommitDeltaMs,
+    CommitApplyWaitMs,
     SnapshotUploadMs
   )
 
@@ -112,6 +124,8 @@ private[spark] object LineageMetrics {
       SpilledBytes -> c.lastSpilledBytes.get,
       LoadMs -> c.lastLoadMs.get,
       CommitMs -> c.lastCommitMs.get,
+      CommitDeltaMs -> c.lastCommitDeltaMs.get,
+      CommitApplyWaitMs -> c.lastCommitApplyWaitMs.get,
       SnapshotUploadMs -> c.lastSnapshotUploadMs.get
     )
     val perStore: Map[StateStoreInstanceMetric, Long] =
