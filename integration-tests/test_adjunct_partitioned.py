@@ -262,3 +262,23 @@ def test_enrich_after_a_stateful_operator_shuffled_like_the_table(spark, tmp_pat
     assert sorted((r["id"], r["count"], r["name"]) for r in seen) == [
         (k, 3 if k < 2 else 2, f"n{k}" if k < 12 else None) for k in range(14)
     ]
+
+
+def test_each_partition_snapshots_on_its_own_phase(spark, tmp_path):
+    """A partitioned table's stores freeze on their partitions' phases of the snapshot interval, as a query's
+    stores do: with a snapshot every 3 versions, partition p's store snapshots at versions p, p + 3, ..., so no
+    maintain uploads every partition's snapshot at once (they all froze at 3 and 6 before)."""
+    table = tmp_path / "table"
+    every = "spark.sql.streaming.stateStore.minDeltasForSnapshot"  # Spark's own key, as for a query's stores
+    spark.conf.set(every, "3")
+    try:
+        for b in range(6):
+            rows = [(k, "upsert", b, f"n{b}", float(b)) for k in range(12)]
+            df = spark.createDataFrame(rows, CHANGE_SCHEMA)
+            assert adjunct.maintain_batch(df, b, str(table), ["id"], "seq", source="m", partitions=N) == b + 1
+    finally:
+        spark.conf.unset(every)
+    for p in range(N):
+        zips = sorted(int(f.name.split("_")[0]) for f in (table / "store" / str(p)).glob("*.zip"))
+        assert zips == [v for v in range(1, 7) if (v - p) % 3 == 0], (p, zips)
+    assert as_table(adjunct.read(spark, str(table)).collect()) == {k: ("n5", 5.0) for k in range(12)}

@@ -29,7 +29,8 @@ final class LineageStore(
     settings: StoreSettings,
     crash: CrashPoints = CrashPoints.None,
     clock: () => Long = () => System.currentTimeMillis(),
-    applyPool: java.util.concurrent.Executor = io.lineagestore.engine.SharedApplyPool.pool
+    applyPool: java.util.concurrent.Executor = io.lineagestore.engine.SharedApplyPool.pool,
+    snapshotPartition: Option[Int] = None
 ) extends AutoCloseable {
 
   import LineageStore._
@@ -70,8 +71,14 @@ final class LineageStore(
   // the checkpoint the batch in progress commits as, once drawn (null: not yet); task thread only
   private var next: NextCheckpoint = null
 
-  // the versions this store freezes at within each snapshot interval (its partition's: SnapshotSchedule)
-  private val snapshotPhase = SnapshotSchedule.phase(files.store.partitionId, settings.minDeltasForSnapshot)
+  // the versions this store freezes at within each snapshot interval (its partition's: SnapshotSchedule);
+  // `snapshotPartition` names the partition when the identity does not (an adjunct table keeps each of its
+  // partitions' stores under partition 0's identity, written in every file header)
+  private val snapshotPhase =
+    SnapshotSchedule.phase(
+      snapshotPartition.getOrElse(files.store.partitionId),
+      settings.minDeltasForSnapshot
+    )
 
   val pendingBlobs = new PendingBlobs
   private val cleanups = new LineageCleanup(files, settings, crash, clock, pendingBlobs)

@@ -54,6 +54,25 @@ object StoreSettings {
     deltaCodec = DeltaCodec.byName(LineageConf.DeltaCompression.from(confs)).getOrElse(DeltaCodec.Default)
   )
 
+  /** Spark's own key for the snapshot interval (the provider gets it from Spark's StateStoreConf). */
+  val SparkMinDeltasForSnapshotKey = "spark.sql.streaming.stateStore.minDeltasForSnapshot"
+
+  /** [[from]], with the snapshot interval `confs` sets under Spark's key (Spark's default when absent): for
+    * the settings of a session read as entries (adjunct tables' copies, the snapshot lag's bound).
+    */
+  def fromEntries(
+      confs: Map[String, String],
+      minVersionsToRetain: Int = SparkMinBatchesToRetain
+  ): StoreSettings =
+    from(
+      confs,
+      confs
+        .get(SparkMinDeltasForSnapshotKey)
+        .flatMap(_.trim.toIntOption)
+        .getOrElse(SparkMinDeltasForSnapshot),
+      minVersionsToRetain
+    )
+
   /** Production's defaults throughout. */
   val Default: StoreSettings = from(Map.empty)
 }

@@ -71,11 +71,11 @@ class SnapshotScheduleSuite extends AnyFunSuite with StoreFixture {
   }
 
   test("real stores of partitions 0 and 3 freeze and upload at their own phases") {
-    def snapshotsOf(partition: Int): Seq[Long] = {
-      val remoteDir = new File(tmp, s"remote-$partition")
+    def snapshotsOf(partition: Int, snapshotPartition: Option[Int] = None): Seq[Long] = {
+      val remoteDir = new File(tmp, s"remote-$partition-${snapshotPartition.getOrElse("")}")
       val blobs = new HadoopBlobStore(new Path(remoteDir.toURI), new Configuration())
       val partitionFiles = new CheckpointFiles(blobs, StoreIdentity(0, partition, "default"), pool)
-      val s = newStore(checkpointFiles = partitionFiles)
+      val s = newStore(checkpointFiles = partitionFiles, snapshotPartition = snapshotPartition)
       var head = CheckpointId.Empty
       s.load(head)
       for (i <- 1 to 9) {
@@ -88,5 +88,7 @@ class SnapshotScheduleSuite extends AnyFunSuite with StoreFixture {
     }
     assert(snapshotsOf(0) == Seq(4L, 8L))
     assert(snapshotsOf(3) == Seq(3L, 7L))
+    // a store kept under partition 0's identity that names its partition (an adjunct table's) takes its phase
+    assert(snapshotsOf(0, snapshotPartition = Some(3)) == Seq(3L, 7L))
   }
 }

@@ -46,10 +46,19 @@ trait StoreFixture extends BeforeAndAfterEach { this: Suite =>
       checkpointFiles: CheckpointFiles = files,
       crash: CrashPoints = CrashPoints.None,
       local: File = null,
-      applyPool: java.util.concurrent.Executor = io.lineagestore.engine.SharedApplyPool.pool
+      applyPool: java.util.concurrent.Executor = io.lineagestore.engine.SharedApplyPool.pool,
+      snapshotPartition: Option[Int] = None
   ): LineageStore = {
     val dir = Option(local).getOrElse(Files.createTempDirectory(tmp.toPath, "local").toFile)
-    val s = new LineageStore(checkpointFiles, dir, settings, crash, applyPool = applyPool)
+    val s =
+      new LineageStore(
+        checkpointFiles,
+        dir,
+        settings,
+        crash,
+        applyPool = applyPool,
+        snapshotPartition = snapshotPartition
+      )
     opened += s
     s
   }

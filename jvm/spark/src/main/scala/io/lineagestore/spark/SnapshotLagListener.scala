@@ -51,14 +51,8 @@ object SnapshotLagListener {
   val DefaultBound: Int = StoreSettings.Default.maxSnapshotLagDeltas
 
   /** The effective bound the session's stores run with (the one `StoreSettings` decides). */
-  def boundOf(session: SparkSession): Int = {
-    val confs = session.conf.getAll.filter { case (k, _) => k.startsWith(LineageConf.Prefix) }
-    val minDeltas = session.conf
-      .getOption("spark.sql.streaming.stateStore.minDeltasForSnapshot")
-      .flatMap(_.toIntOption)
-      .getOrElse(StoreSettings.SparkMinDeltasForSnapshot)
-    StoreSettings.from(confs, minDeltasForSnapshot = minDeltas).maxSnapshotLagDeltas
-  }
+  def boundOf(session: SparkSession): Int =
+    StoreSettings.fromEntries(session.conf.getAll).maxSnapshotLagDeltas
 
   /** Every store lag the progress reports, worst first. */
   def lags(progress: StreamingQueryProgress): Seq[StoreLag] = {

@@ -225,7 +225,7 @@ object AdjunctMaintain {
       retainVersions: Int,
       replace: Boolean
   ): CheckpointId = {
-    val local = new AdjunctLocalStore(table.storePathOf(p), confEntries, "writer", retainVersions)
+    val local = new AdjunctLocalStore(table.storePathOf(p), confEntries, "writer", retainVersions, p)
     try {
       val store = local.store
       local.load(prev)

@@ -14,11 +14,19 @@ import io.lineagestore.store._
 /** A local copy of an adjunct table's store: a [[LineageStore]] in a leased local directory. `role` keeps the
   * driver's writer and an executor's replica apart when they share a JVM (local mode). `confEntries` are
   * [[AdjunctTable.confEntries]]: the Hadoop configuration and the session's lineagestore settings, applied as
-  * the provider applies them (the local directory under `localDir`, kept `localRetentionMs`; RocksDB's memory
-  * and the transfer threads), so moving state to another disk moves the tables' copies too.
+  * the provider applies them (the local directory under `localDir`, kept `localRetentionMs`; RocksDB's
+  * memory, the transfer threads, the snapshot interval), so moving state to another disk moves the tables'
+  * copies too. `partition` (-1: the table's one store) sets the phase of the snapshot interval the store
+  * freezes on, so the partitions of a table snapshot at different versions as a query's stores do
+  * ([[SnapshotSchedule]]).
   */
-final class AdjunctLocalStore(storePath: String, confEntries: Map[String, String], role: String, retain: Int)
-    extends AutoCloseable {
+final class AdjunctLocalStore(
+    storePath: String,
+    confEntries: Map[String, String],
+    role: String,
+    retain: Int,
+    partition: Int
+) extends AutoCloseable {
   val conf: org.apache.hadoop.conf.Configuration = AdjunctTable.confOf(confEntries)
   private val lease = AdjunctLocalStore.directoriesFor(confEntries).acquire(s"adjunct-$role:$storePath")
   val store: LineageStore =
@@ -30,7 +38,8 @@ final class AdjunctLocalStore(storePath: String, confEntries: Map[String, String
           SharedTransferPool(LineageConf.TransferThreads.from(confEntries))
         ),
         lease.dir,
-        StoreSettings.from(confEntries, minVersionsToRetain = retain)
+        StoreSettings.fromEntries(confEntries, minVersionsToRetain = retain),
+        snapshotPartition = Some(math.max(partition, 0))
       )
     catch { case t: Throwable => lease.release(); throw t }
 
@@ -91,7 +100,8 @@ object AdjunctReplicas {
     /** Holds the replica at `id` until [[release]]; loads it first if no reader holds another version. */
     def acquire(id: CheckpointId): LineageStore = synchronized {
       while (readers > 0 && !local.store.loadedCheckpoint.contains(id)) wait()
-      if (local == null) local = new AdjunctLocalStore(storePath, confEntries, "replica", Int.MaxValue)
+      if (local == null)
+        local = new AdjunctLocalStore(storePath, confEntries, "replica", Int.MaxValue, partition)
       if (!local.store.loadedCheckpoint.contains(id)) {
         local.load(id)
         mark(id)

@@ -10,6 +10,7 @@ import io.lineagestore.config.{InvalidConfigException, LineageConf}
 import io.lineagestore.format.{AdjunctCommit, AdjunctTableLog}
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.storage.HadoopBlobStore
+import io.lineagestore.store.StoreSettings
 
 /** Bad input to an adjunct-table call: names what is wrong and what to do; raised before anything is written.
   */
@@ -110,11 +111,11 @@ object AdjunctTable {
   def confEntries(conf: Configuration): Map[String, String] =
     conf.iterator().asScala.map(e => e.getKey -> e.getValue).toMap
 
-  /** What an adjunct call ships to the tasks: the session's Hadoop configuration and its lineagestore
-    * settings (`spark.sql.streaming.stateStore.lineagestore.*`: where the local copies live, how long they
-    * are kept, RocksDB's memory, ...), which the writers and replicas apply as the provider's stores do. The
-    * settings are checked here, on the driver, so a bad value fails the call naming its key before any task
-    * runs or anything is written.
+  /** What an adjunct call ships to the tasks: the session's Hadoop configuration, its lineagestore settings
+    * (`spark.sql.streaming.stateStore.lineagestore.*`: where the local copies live, how long they are kept,
+    * RocksDB's memory, ...) and Spark's snapshot interval (`minDeltasForSnapshot`), which the writers and
+    * replicas apply as the provider's stores do. The settings are checked here, on the driver, so a bad value
+    * fails the call naming its key before any task runs or anything is written.
     */
   def confEntries(spark: org.apache.spark.sql.SparkSession): Map[String, String] = {
     val lineage = spark.conf.getAll.filter { case (k, _) => k.startsWith(LineageConf.Prefix) }
@@ -125,7 +126,9 @@ object AdjunctTable {
           s"${e.getMessage} Nothing was read or written; fix the session's setting."
         )
     }
-    confEntries(spark.sparkContext.hadoopConfiguration) ++ lineage
+    val interval = spark.conf.getOption(StoreSettings.SparkMinDeltasForSnapshotKey)
+    confEntries(spark.sparkContext.hadoopConfiguration) ++ lineage ++
+      interval.map(StoreSettings.SparkMinDeltasForSnapshotKey -> _)
   }
 
   def confOf(entries: Map[String, String]): Configuration = {
