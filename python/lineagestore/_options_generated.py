@@ -199,7 +199,8 @@ class LineageOptions:
     """
 
     local_dir: str = ""
-    """Executor-local directory for RocksDB instances and frozen snapshots. Empty: java.io.tmpdir. Key
+    """Executor-local directory for RocksDB instances and frozen snapshots, and for adjunct tables' replicas and
+    writers' copies (on the driver or executors). Empty: java.io.tmpdir. Key
     ``spark.sql.streaming.stateStore.lineagestore.localDir``; any string; default ````.
     """
 

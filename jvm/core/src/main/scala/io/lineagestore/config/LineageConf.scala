@@ -155,7 +155,8 @@ object LineageConf {
   val LocalDir: ConfEntry[String] = string(
     "localDir",
     "",
-    "Executor-local directory for RocksDB instances and frozen snapshots. Empty: java.io.tmpdir."
+    "Executor-local directory for RocksDB instances and frozen snapshots, and for adjunct tables' " +
+      "replicas and writers' copies (on the driver or executors). Empty: java.io.tmpdir."
   )
   val LocalRetentionMs: ConfEntry[Long] = long(
     "localRetentionMs",
