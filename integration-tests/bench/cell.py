@@ -40,6 +40,7 @@ from measure import (  # noqa: E402
     by_kind,
     diff,
     footprint,
+    machine_cpu_seconds,
     parse_log,
     proc_cpu_seconds,
     proc_status,
@@ -83,6 +84,9 @@ class Runner:
         self.next_batch_id = 0
         self.batch_no = 0
         self.cpu_mark = 0.0  # the JVM's CPU seconds at the end of the previous batch
+        self.server_pid = spec.get("server_pid")  # the S3 server's process (local-process backend), if any
+        self.server_cpu_mark = 0.0
+        self.machine_mark: dict[str, float] = {}
         self.result: dict[str, Any] = {
             "provider": self.provider,
             "workload": self.workload,
@@ -216,6 +220,13 @@ class Runner:
         cpu = proc_cpu_seconds(self.jvm_pid)
         rec["cpu_s"] = round(cpu - self.cpu_mark, 3)
         self.cpu_mark = cpu
+        machine = machine_cpu_seconds()
+        rec["machine_cpu_s"] = {k: round(v - self.machine_mark.get(k, 0.0), 3) for k, v in machine.items()}
+        self.machine_mark = machine
+        if self.server_pid:  # the S3 server's, over the same span (it serves this cell alone)
+            server = proc_cpu_seconds(self.server_pid)
+            rec["server_cpu_s"] = round(server - self.server_cpu_mark, 3)
+            self.server_cpu_mark = server
         self.next_batch_id = p["batchId"] + 1
         self.batch_no += 1
         return rec, d
@@ -293,6 +304,8 @@ class Runner:
         }
         self.query = self.start_query()
         self.cpu_mark = proc_cpu_seconds(self.jvm_pid)
+        self.server_cpu_mark = proc_cpu_seconds(self.server_pid) if self.server_pid else 0.0
+        self.machine_mark = machine_cpu_seconds()
         t_start = time.time() * 1000
         steady_raw_before = None
         threads_before: dict[str, float] = {}

@@ -192,6 +192,18 @@ def proc_cpu_seconds(pid: int) -> float:
         return 0.0
 
 
+def machine_cpu_seconds() -> dict[str, float]:
+    """The machine's CPU seconds so far by state, summed over its cores (/proc/stat): what the cores did
+    beside the JVM (the S3 server, the busy load) and how long they sat idle or waiting for the disk."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    except OSError:
+        return {}
+    names = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+    return {n: int(v) / ticks for n, v in zip(names, fields, strict=False)}
+
+
 def thread_group(name: str) -> str:
     """A thread's group: its name without a trailing number ("rocksdb:low3", "GC Thread#1" -> "rocksdb:low",
     "GC Thread"); Linux keeps the first 15 characters of a Java thread's name."""

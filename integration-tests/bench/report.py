@@ -29,6 +29,8 @@ FIGURES: dict[str, tuple[str, str]] = {
     "commit_apply_wait_p50_ms": ("state commit p50: waiting for the apply thread", "ms"),
     "cpu_s_per_batch": ("JVM CPU per batch (all threads)", "s"),
     "cpu_us_per_row": ("JVM CPU per committed row", "us"),
+    "server_cpu_s_per_batch": ("S3 server CPU per batch (its process, on the same cores)", "s"),
+    "machine_idle_s_per_batch": ("machine's idle + I/O-wait core seconds per batch", "s"),
     "snapshot_upload_ms": ("snapshot upload (median per store)", "ms"),
     "put_bytes_per_batch": ("bytes written to the store / batch", "B"),
     "requests_per_batch": ("requests to the store / batch", ""),
@@ -108,6 +110,14 @@ def cell_figures(cell: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
         "commit_p95_ms": _pct(commit, 0.95),
         "commit_p99_ms": _pct(commit, 0.99),
         "cpu_s_per_batch": _median(cpu),
+        "server_cpu_s_per_batch": _median([b["server_cpu_s"] for b in steady if "server_cpu_s" in b]),
+        "machine_idle_s_per_batch": _median(
+            [
+                b["machine_cpu_s"].get("idle", 0) + b["machine_cpu_s"].get("iowait", 0)
+                for b in steady
+                if b.get("machine_cpu_s")
+            ]
+        ),
         "cpu_us_per_row": sum(cpu) / rows * 1e6 if cpu and rows else None,
         "cpu_by_thread": dict(cell["steady"].get("cpu_by_thread", {})),
         "put_bytes_per_batch": io["put_bytes"] / n,

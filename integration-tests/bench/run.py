@@ -320,6 +320,8 @@ def main(argv: list[str] | None = None) -> int:
             "raw_get_threads": settings["raw_get_threads"],
         }
         if s3 is not None:
+            # its CPU is charged to each batch beside the JVM's: the server runs on the same cores
+            spec["server_pid"] = s3.pid
             bucket = f"lsbench-{rnd}-{workload}-{provider}".replace("_", "-")
             s3.bucket(bucket)
             spec["bucket"] = bucket
