@@ -98,7 +98,7 @@ SPECS: tuple[OptionSpec, ...] = (
         field="delta_upload_part_bytes",
         name="deltaUploadPartBytes",
         kind="size",
-        default=8388608,
+        default=5242880,
         min=5242880,
         max=1073741824,
         allowed="a byte count (an integer, optionally with a k, m or g suffix: powers of 1024) between 5242880 and 1073741824",
@@ -231,14 +231,15 @@ class LineageOptions:
     ``8388608``.
     """
 
-    delta_upload_part_bytes: int | str = 8388608
+    delta_upload_part_bytes: int | str = 5242880
     """On S3 (s3a), a batch's delta goes to the blob store in parts of this size while the batch runs (Hadoop's
     multipart uploader), so its commit sends at most the last part; a delta of at most one part is one PUT at
-    the commit. At most two parts of a store are in flight, so a delta holds at most three parts in memory.
-    S3's smallest part is 5 MiB; s3a's own parts (fs.s3a.multipart.size, 64 MiB by default) apply to every
-    other write. Other filesystems ignore it. Accepts k/m/g suffixes. Key
+    the commit. The default is S3's smallest part, so that most of a delta goes up before its commit; larger
+    parts mean fewer requests per delta. At most two parts of a store are in flight, so a delta holds at most
+    three parts in memory. s3a's own parts (fs.s3a.multipart.size, 64 MiB by default) apply to every other
+    write. Other filesystems ignore it. Accepts k/m/g suffixes. Key
     ``spark.sql.streaming.stateStore.lineagestore.deltaUploadPartBytes``; a byte count (an integer, optionally
-    with a k, m or g suffix: powers of 1024) between 5242880 and 1073741824; default ``8388608``.
+    with a k, m or g suffix: powers of 1024) between 5242880 and 1073741824; default ``5242880``.
     """
 
     orphan_grace_period_ms: int = 21600000

@@ -189,11 +189,12 @@ object LineageConf {
   )
   val DeltaUploadPartBytes: ConfEntry[Long] = ConfEntry[Long](
     "deltaUploadPartBytes",
-    8L << 20,
+    5L << 20,
     "On S3 (s3a), a batch's delta goes to the blob store in parts of this size while the batch runs (Hadoop's " +
       "multipart uploader), so its commit sends at most the last part; a delta of at most one part is one PUT " +
-      "at the commit. At most two parts of a store are in flight, so a delta holds at most three parts in " +
-      "memory. S3's smallest part is 5 MiB; s3a's own parts (fs.s3a.multipart.size, 64 MiB by default) apply " +
+      "at the commit. The default is S3's smallest part, so that most of a delta goes up before its commit; " +
+      "larger parts mean fewer requests per delta. At most two parts of a store are in flight, so a delta " +
+      "holds at most three parts in memory. s3a's own parts (fs.s3a.multipart.size, 64 MiB by default) apply " +
       "to every other write. Other filesystems ignore it. Accepts k/m/g suffixes.",
     ConfKind.Size,
     min = Some(5L << 20),
