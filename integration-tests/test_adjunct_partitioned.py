@@ -18,10 +18,12 @@ from test_adjunct_tables import (
     CHANGE_SCHEMA,
     EVENT_SCHEMA,
     ROUNDS,
+    SNAPSHOT_INTERVAL_KEY,
     Oracle,
     as_table,
     inspect_json,
     run_once,
+    session_conf,
     write_json,
 )
 
@@ -269,19 +271,11 @@ def test_each_partition_snapshots_on_its_own_phase(spark, tmp_path):
     stores do: with a snapshot every 3 versions, partition p's store snapshots at versions p, p + 3, ..., so no
     maintain uploads every partition's snapshot at once (they all froze at 3 and 6 before)."""
     table = tmp_path / "table"
-    every = "spark.sql.streaming.stateStore.minDeltasForSnapshot"  # Spark's own key, as for a query's stores
-    before = spark.conf.get(every, None)  # the shared session's (conftest sets 2): put back, not unset
-    spark.conf.set(every, "3")
-    try:
+    with session_conf(spark, SNAPSHOT_INTERVAL_KEY, "3"):  # Spark's own key, as for a query's stores
         for b in range(6):
             rows = [(k, "upsert", b, f"n{b}", float(b)) for k in range(12)]
             df = spark.createDataFrame(rows, CHANGE_SCHEMA)
             assert adjunct.maintain_batch(df, b, str(table), ["id"], "seq", source="m", partitions=N) == b + 1
-    finally:
-        if before is None:
-            spark.conf.unset(every)
-        else:
-            spark.conf.set(every, before)
     for p in range(N):
         zips = sorted(int(f.name.split("_")[0]) for f in (table / "store" / str(p)).glob("*.zip"))
         assert zips == [v for v in range(1, 7) if (v - p) % 3 == 0], (p, zips)

@@ -81,6 +81,24 @@ ROUNDS = [
 ]
 
 
+SNAPSHOT_INTERVAL_KEY = "spark.sql.streaming.stateStore.minDeltasForSnapshot"
+
+
+@contextlib.contextmanager
+def session_conf(spark, key: str, value: str):
+    """The shared session with `key` at `value` for the block, then as it was (conftest sets some keys at
+    the session's start: unsetting would drop them to Spark's defaults, not to those)."""
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
+
+
 def write_json(dirpath, name, rows, columns):
     dirpath.mkdir(parents=True, exist_ok=True)
     with open(dirpath / f"{name}.json", "w") as f:
@@ -253,19 +271,11 @@ def test_s3a_table(spark, s3_server, s3_bucket, capsys):
     oracle = Oracle()
     # the writer snapshots every minDeltasForSnapshot versions of the session (conftest's 2): none here, so
     # that the replica's move from version 1 to 3 below is two deltas replayed
-    every = "spark.sql.streaming.stateStore.minDeltasForSnapshot"
-    before = spark.conf.get(every, None)
-    spark.conf.set(every, "10")
-    try:
+    with session_conf(spark, SNAPSHOT_INTERVAL_KEY, "10"):
         for version, round_changes in enumerate(ROUNDS, start=1):
             df = spark.createDataFrame(round_changes, CHANGE_SCHEMA)
             assert adjunct.maintain_batch(df, version - 1, table, ["id"], "seq", source=src) == version
             oracle.commit(version, round_changes)
-    finally:
-        if before is None:
-            spark.conf.unset(every)
-        else:
-            spark.conf.set(every, before)
     events = spark.createDataFrame([(i, k) for i, k in enumerate([1, 2, 5, 99])], EVENT_SCHEMA)
     replayed = []
     for version in (1, 3):

@@ -3,10 +3,8 @@ package io.lineagestore.store
 import java.io.File
 import java.util.concurrent.atomic.AtomicReference
 
-import scala.collection.mutable
-
 import io.lineagestore.engine.{CloseableIterator, LocalRocksDb}
-import io.lineagestore.format.{CorruptCheckpointFileException, DeltaRecordKind, FamilyKeys, SnapshotIndex}
+import io.lineagestore.format.{DeltaRecordKind, FamilyKeys, SnapshotIndex}
 import io.lineagestore.storage.BlobNotFoundException
 import io.lineagestore.lineage._
 
@@ -107,17 +105,10 @@ final class LineageStore(
 
   // ---- load -----------------------------------------------------------------------------------------------
 
-  /** Makes the local DB hold `target`, loading as little as the lineage allows.
-    *
-    * A plan may find a file gone that it chose: clean-up (in this process or another) deleted an older base
-    * once a newer snapshot of the lineage was complete, between planning and reading. Then it plans again
-    * from what exists now, at most [[MaxReplans]] times.
-    *
-    * A snapshot whose zip, INDEX or an SST turns out damaged or missing is routed around (a detour): the plan
-    * is made again with it unusable, so an older snapshot and more deltas, or the deltas down to the empty
-    * state, rebuild the target; each detour is counted and recorded in `lastDetours` (the provider logs it).
-    * Only when no route is left does the load fail, naming the damaged file. Any other failure fails the
-    * load.
+  /** Makes the local DB hold `target`, loading as little as the lineage allows. A chosen file found gone
+    * (clean-up raced the plan) or a damaged snapshot is planned around as [[LoadRoutes]] says; each detour is
+    * recorded in `lastDetours` (the provider logs it). Only when no route is left does the load fail, naming
+    * the damaged file.
     */
   def load(target: CheckpointId): LoadPlan = {
     val start = clock()
@@ -125,48 +116,17 @@ final class LineageStore(
     db.applyFailed().foreach(_ => local.set(LocalState.Unknown(new HashCache)))
     db.abort()
     next = null
-    val skipped = mutable.LinkedHashMap.empty[CheckpointId, CorruptCheckpointFileException]
-    def attempt(replans: Int): LoadPlan = {
-      var detoured = false
-      val plan =
-        try {
-          val plan = LineageResolver.plan(target, local.get.loaded, files, skipped.keySet.toSet)
-          execute(plan)
-          plan
-        } catch {
-          case t: Throwable =>
-            // what the directory holds is unknown: the next load starts from a snapshot or the empty state
-            local.set(LocalState.Unknown(new HashCache))
-            t match {
-              case DamagedSnapshot(id, cause) if skipped.size < MaxDetours =>
-                skipped(id) = cause
-                counters.snapshotDetours.incrementAndGet()
-                detoured = true
-                null
-              case DamagedSnapshot(_, cause)                     => throw cause
-              case _ if replans < MaxReplans && isMissingFile(t) =>
-                counters.loadsReplanned.incrementAndGet()
-                null
-              // routed around a damaged snapshot into a file that is not there: the damage is the cause
-              case _ if skipped.nonEmpty && isMissingFile(t) =>
-                val (id, first) = skipped.head
-                throw new CorruptCheckpointFileException(
-                  first.file,
-                  s"${first.detail}, and no other route rebuilds $target without snapshot $id " +
-                    s"(${t.getMessage})",
-                  first
-                )
-              case _ => throw t
-            }
-        }
-      if (plan != null) plan
-      else attempt(if (detoured) replans else replans + 1)
+    // after a failed attempt what the directory holds is unknown: the next starts from a snapshot or empty
+    val routed = LoadRoutes.load(target, counters, () => local.set(LocalState.Unknown(new HashCache))) {
+      unusable =>
+        val plan = LineageResolver.plan(target, local.get.loaded, files, unusable)
+        execute(plan)
+        plan
     }
-    val plan = attempt(0)
-    lastDetours = skipped.toSeq.map { case (id, e) => s"snapshot $id skipped: ${e.file} ${e.detail}" }
-    cleanups.loaded(target, plan)
+    lastDetours = routed.detours
+    cleanups.loaded(target, routed.plan)
     counters.lastLoadMs.set(clock() - start)
-    plan
+    routed.plan
   }
 
   /** Makes the local DB hold the empty state standing at `version` (Spark's `loadEmpty`: offline
