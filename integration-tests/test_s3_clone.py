@@ -12,7 +12,7 @@ import pytest
 
 from lineagestore import cli
 from lineagestore.testing import oracle
-from lineagestore.testing.harness import S3StreamHarness
+from lineagestore.testing.harness import S3StreamHarness, close_state_stores
 
 
 def _etags(h, prefix: str) -> dict[str, str]:
@@ -53,10 +53,8 @@ def test_clone_on_s3_copies_server_side_and_the_clone_restarts(
         h.write("in", rows)
         h.run(oracle.running_aggregate_query, "update")
     # close the source's stores (as an executor restart would), so its maintenance adds no snapshot later
-    getattr(
-        getattr(spark._jvm.org.apache.spark.sql.execution.streaming.state, "StateStore$"), "MODULE$"
-    ).unloadAll()
-    # a snapshot upload already running on the maintenance thread may still land after unloadAll: take the
+    close_state_stores(spark)
+    # a snapshot upload already running on the maintenance thread may still land after the close: take the
     # source's listing once it has stopped changing (clone copies what it lists; a later zip is optional)
     source_before = _stable_etags(h, "source")
     assert any(k.startswith("state/") and k.endswith(".delta") for k in source_before)

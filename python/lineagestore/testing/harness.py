@@ -244,6 +244,16 @@ def as_tuples(rows: Sequence[dict[str, Any]], cols: Sequence[str]) -> list[tuple
     return sorted(tuple(r[c] for c in cols) for r in rows)
 
 
+def close_state_stores(spark: Any) -> None:
+    """Closes every state store provider loaded in this driver's JVM, as an executor restart would (Spark's
+    ``StateStore.unloadAll``): each lineagestore store uploads its frozen snapshots first, and none is left for
+    a later maintenance pass to upload while a tool reads or cleans the checkpoint. An upload that a
+    maintenance thread had already started may still land just after: list files once they have settled.
+    Only for a driver that runs its own tasks (``local[N]``)."""
+    state = spark._jvm.org.apache.spark.sql.execution.streaming.state
+    getattr(getattr(state, "StateStore$"), "MODULE$").unloadAll()
+
+
 def list_keys(client, bucket: str, prefix: str = "") -> list[str]:
     """Every object key under ``prefix`` (directory marker objects ending in ``/`` left out)."""
     keys = []
