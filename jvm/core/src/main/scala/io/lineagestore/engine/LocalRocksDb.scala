@@ -61,6 +61,8 @@ final class LocalRocksDb(
     .setTableFormatConfig(tableConfig)
     .setMaxOpenFiles(256)
     .setLevel0FileNumCompactionTrigger(CompactionTrigger.Initial)
+    .setLevel0SlowdownWritesTrigger(CompactionTrigger.SlowdownWritesAt)
+    .setLevel0StopWritesTrigger(CompactionTrigger.StopWritesAt)
     .setMaxBytesForLevelBase(tuning.levelBaseBytes)
     .setStatistics(statistics)
     // A whole-key Bloom filter per memtable (a fiftieth of its size): most lookups of a batch are of keys the
@@ -418,6 +420,10 @@ final class LocalRocksDb(
   /** Bytes of SST files per level now, levels with none left out. */
   private[engine] def levelSizes: Map[Int, Long] =
     db.getColumnFamilyMetaData.levels.asScala.filter(_.size() > 0).map(l => l.level() -> l.size()).toMap
+
+  /** The number of SST files in L0 now (tests). */
+  private[engine] def l0Files: Int =
+    db.getColumnFamilyMetaData.levels.asScala.find(_.level() == 0).fold(0)(_.files().size())
 
   /** RocksDB's L0 compaction trigger now (tests). */
   private[engine] def l0CompactionTrigger: Int = db.getOptions().level0FileNumCompactionTrigger()
