@@ -12,19 +12,20 @@ package io.lineagestore.engine
   *     copies, the level L0 compacts into plus the last level below it, both rewritten within an interval,
   *     and each snapshot uploaded both (`1m-1m-1k`: 2.8 copies of each partition's store per snapshot);
   *   - otherwise the interval's flushes hold mostly different keys (small batches, or batches of a tenth of
-  *     the keys), and each compaction rewrites much of the store to take in little, so compactions should
-  *     be rare: the L0 file count that triggers one is set high ([[FewCopies]]), and RocksDB's own L0 size
-  *     score compacts once L0 holds as much as the level base or the level it compacts into. A count alone
-  *     mistakes small flushes for many: the write-buffer manager (`memoryBytes`, shared by every store of
-  *     the executor) flushes a store's memtable long before it is full when many stores share it, and at
-  *     8 files the 16 stores of `10m-100k-1k` (flushes of 13-18 MiB, about five an interval) compacted
-  *     once or twice an interval, each time rewriting their 240 MiB L5 and part of L6: 374-422 MiB per
-  *     snapshot, for 64 MiB of new keys (docs/benchmarks.md); except where they add up to about one copy
-  *     of a store larger than the level base and are still in L0 at the freeze, which compacts as for
-  *     many copies ([[forInterval]] says why).
+  *     the keys), and each compaction rewrites much of the store to take in little, so compactions should be
+  *     rare: the L0 file count that triggers one is set high ([[FewCopies]]), and RocksDB's own L0 size score
+  *     compacts once L0 holds as much as the level base or the level it compacts into. A count alone mistakes
+  *     small flushes for many: the write-buffer manager (`memoryBytes`, shared by every store of the
+  *     executor) flushes a store's memtable long before it is full when many stores share it, and at 8 files
+  *     the 16 stores of `10m-100k-1k` (flushes of 13-18 MiB, about five an interval) compacted once or twice
+  *     an interval, each time rewriting their 240 MiB L5 and part of L6: 374-422 MiB per snapshot, for 64 MiB
+  *     of new keys (docs/benchmarks.md); except where they add up to about one copy of a store larger than
+  *     the level base and are still in L0 at the freeze, which compacts as for many copies ([[forInterval]]
+  *     says why).
   * A margin between the two keeps a store near the boundary from switching at every freeze.
   */
 object CompactionTrigger {
+
   /** The L0 file count that triggers a compaction where the flushes hold mostly different keys: a bound on
     * read amplification (a lookup probes every L0 file's Bloom filter), high enough that the L0 size score
     * decides. 8 before: with full 64 MiB memtables the size score fired first anyway (at four files), with
@@ -57,12 +58,12 @@ object CompactionTrigger {
     *   - they rewrote about one copy of a store larger than the level base (what a load adds is no copy), and
     *     it is still in L0 at the freeze (three quarters of a copy or more): many copies too. Those L0 files
     *     are uploaded by this snapshot and again inside the intermediate level the next compaction writes
-    *     them into (`10m-1m-100b` at 8 files: about a copy in L0 plus 190-210 MiB of L5 at each freeze, per store);
-    *     at 4 with the store in its last level alone, most of an interval's flushes are merged before its
-    *     freeze (278.7 against 308.8 MiB per batch over 33 batches, docs/benchmarks.md). Where compactions
-    *     keep L0 small (`1m-100k-1k`: a quarter to a half of a copy at its freezes, the churn absorbed by L5
-    *     while L6 stays put), 4 would rewrite the whole store each interval instead (281 against 241 MB per
-    *     batch, measured);
+    *     them into (`10m-1m-100b` at 8 files: about a copy in L0 plus 190-210 MiB of L5 at each freeze, per
+    *     store); at 4 with the store in its last level alone, most of an interval's flushes are merged before
+    *     its freeze (278.7 against 308.8 MiB per batch over 33 batches, docs/benchmarks.md). Where
+    *     compactions keep L0 small (`1m-100k-1k`: a quarter to a half of a copy at its freezes, the churn
+    *     absorbed by L5 while L6 stays put), 4 would rewrite the whole store each interval instead (281
+    *     against 241 MB per batch, measured);
     *   - fewer: few copies, with a margin below each threshold (and below the level base) so that a store
     *     near one does not switch at every freeze.
     */

@@ -425,6 +425,12 @@ final class LocalRocksDb(
   private[engine] def l0Files: Int =
     db.getColumnFamilyMetaData.levels.asScala.find(_.level() == 0).fold(0)(_.files().size())
 
+  /** Whether RocksDB has a compaction running or due (tests wait for none). */
+  private[engine] def compacting: Boolean =
+    db.getLongProperty("rocksdb.num-running-compactions") > 0 || db.getLongProperty(
+      "rocksdb.compaction-pending"
+    ) > 0
+
   /** RocksDB's L0 compaction trigger now (tests). */
   private[engine] def l0CompactionTrigger: Int = db.getOptions().level0FileNumCompactionTrigger()
 
