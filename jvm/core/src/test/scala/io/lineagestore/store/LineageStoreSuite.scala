@@ -8,7 +8,7 @@ import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
 import org.scalatest.funsuite.AnyFunSuite
 
-import io.lineagestore.engine.PendingWritesLimitException
+import io.lineagestore.engine.{CompactionTrigger, PendingWritesLimitException}
 import io.lineagestore.format.{CorruptCheckpointFileException, StoreIdentity}
 import io.lineagestore.lineage.{CheckpointId, LineageException, LoadBase}
 import io.lineagestore.storage.HadoopBlobStore
@@ -332,12 +332,14 @@ class LineageStoreSuite extends AnyFunSuite with StoreFixture {
   }
 
   test("clean-up deletes no shared blob while a retained snapshot's index cannot be read") {
-    // Snapshots at versions 2 and 10 only; between them enough flushes for RocksDB to compact the SST files
-    // of snapshot 2 away, so snapshot 10 no longer references all of them.
+    // Snapshots at versions 2 and n only; between them one flush per version, more than the L0 files that
+    // trigger a compaction of mostly new keys, so RocksDB compacts the SST files of snapshot 2 away and
+    // snapshot n no longer references all of them.
+    val n = CompactionTrigger.FewCopies + 2
     val settings =
       StoreSettings.Default.copy(
         minDeltasForSnapshot = 1000,
-        minVersionsToRetain = 9,
+        minVersionsToRetain = n - 1, // versions 2 to n: snapshot 2 is the base of version 2
         orphanGracePeriodMs = 0
       )
     val a = newStore(settings)
@@ -348,22 +350,22 @@ class LineageStoreSuite extends AnyFunSuite with StoreFixture {
       a.freezeNow()
       a.uploadSnapshots()
     }
-    (1 to 9).foreach(batch)
+    (1 until n).foreach(batch)
     Thread.sleep(1500) // let RocksDB's background compaction finish
-    batch(10)
+    batch(n)
     val v2 = ids(1)
-    val v10 = ids(9)
-    // keep only the zips of versions 2 and 10 (as if no snapshot had been taken in between)
-    ids.slice(2, 9).foreach { id =>
+    val vn = ids.last
+    // keep only the zips of versions 2 and n (as if no snapshot had been taken in between)
+    ids.slice(2, n - 1).foreach { id =>
       new File(remote, id.snapshotFileName).delete()
       new File(remote, s".${id.snapshotFileName}.crc").delete()
     }
     val blobsOf2 = files.readSnapshotIndex(v2).sharedBlobs.toSet
-    val blobsOf10 = files.readSnapshotIndex(v10).sharedBlobs.toSet
-    assume((blobsOf2 -- blobsOf10).nonEmpty, "RocksDB did not compact between the snapshots")
-    // A new store (nothing cached) at version 10; snapshot 2 is retained (base of version 2) but unreadable.
+    val blobsOfN = files.readSnapshotIndex(vn).sharedBlobs.toSet
+    assert((blobsOf2 -- blobsOfN).nonEmpty, s"RocksDB did not compact in $n flushes: the test proves nothing")
+    // A new store (nothing cached) at version n; snapshot 2 is retained (base of version 2) but unreadable.
     val b = newStore(settings)
-    b.load(v10)
+    b.load(vn)
     val zip2 = new File(remote, v2.snapshotFileName)
     val good = Files.readAllBytes(zip2.toPath)
     new File(remote, s".${v2.snapshotFileName}.crc").delete()
