@@ -42,6 +42,7 @@ from busy import CpuLoad  # noqa: E402
 from cell import PROVIDERS  # noqa: E402
 from environment import compile_counting_fs, find_jar, machine, versions  # noqa: E402
 from presets import PRESET_WORKLOADS, PRESETS  # noqa: E402
+from s3_disk import FreeDeletedObjects  # noqa: E402
 from workloads import WORKLOADS  # noqa: E402
 
 BASELINE = "rocksdb_v2"
@@ -348,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"[{done + 1}-{done + len(group)}/{len(specs)}] round {group[0]['round']} {names} ...",
                 flush=True,
             )
-            with CpuLoad(args.busy):
+            with CpuLoad(args.busy), FreeDeletedObjects(s3):
                 proc = subprocess.run(
                     [
                         sys.executable,
@@ -412,14 +413,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def empty_bucket(s3: Any, bucket: str) -> None:
-    """Deletes every object of ``bucket`` on the bench's server, once its cell is measured. A failure is
-    reported and left: the run goes on, and the server's directory is deleted when it stops."""
+    """Deletes every object of ``bucket`` on the bench's server, once its cell is measured, and frees their
+    disk. A failure is reported and left: the run goes on, and the server's directory is deleted when it
+    stops."""
     try:
         client = s3.boto3_client()
         for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket):
             keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
             if keys:
                 client.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
+        s3.purge_deleted()  # MinIO frees a deleted object's disk minutes later: the next cell needs it now (s3_disk)
     except Exception as e:  # noqa: BLE001 - the disk is freed at the server's stop anyway
         print(f"    (could not empty bucket {bucket}: {e})", flush=True)
 
