@@ -422,7 +422,7 @@ def empty_bucket(s3: Any, bucket: str) -> None:
             keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
             if keys:
                 client.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
-        s3.purge_deleted()  # MinIO frees a deleted object's disk minutes later: the next cell needs it now (s3_disk)
+        s3.purge_deleted()  # MinIO would free the disk minutes later; the next cell needs it now (s3_disk)
     except Exception as e:  # noqa: BLE001 - the disk is freed at the server's stop anyway
         print(f"    (could not empty bucket {bucket}: {e})", flush=True)
 

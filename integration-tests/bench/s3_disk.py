@@ -3,8 +3,9 @@
 MinIO moves a deleted object's data into its trash (``.minio.sys/tmp/.trash``) and removes it in the
 background, minutes later. A cell at 10M keys of 1 KiB deletes about a gigabyte a batch once its retention
 applies, and the next cell starts while the last one's emptied bucket (28 GB) still sits there: the 63-batch
-S3 run of ``10m-100k-1k`` lost Spark's provider's cell at version 59 to a PutObject that failed, with the
-disk nearly full. On S3 a deleted object takes no space on an executor's host, so the bench frees it at once.
+S3 run of ``10m-100k-1k`` lost Spark's provider's cell at version 59 to a PutObject that failed; rerun with
+the trash freed, its disk came to 11 GB free at its lowest. On S3 a deleted object takes no space on an
+executor's host, so the bench frees it at once.
 """
 
 from __future__ import annotations
@@ -15,25 +16,21 @@ from typing import Any
 
 class FreeDeletedObjects:
     """``with FreeDeletedObjects(s3):`` frees the server's deleted objects every ``every`` seconds while the
-    block runs (a cell), and once more at its end. ``s3`` is a ``lineagestore.testing.s3.S3Server`` or None
-    (the local store: nothing to do)."""
+    block runs (a cell; what is deleted after it, its bucket, ``run.empty_bucket`` frees). ``s3`` is a
+    ``lineagestore.testing.s3.S3Server`` or None (the local store: nothing to do)."""
 
     def __init__(self, s3: Any, every: float = 10.0):
         self.s3 = s3
         self.every = every
-        self.freed = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def _run(self) -> None:
         while not self._stop.wait(self.every):
-            self._purge()
-
-    def _purge(self) -> None:
-        try:
-            self.freed += self.s3.purge_deleted()
-        except OSError as e:  # a file MinIO removed under us, a directory it renamed: try again next time
-            print(f"    (could not free deleted objects: {e})", flush=True)
+            try:
+                self.s3.purge_deleted()
+            except OSError as e:  # the trash renamed or removed under us by MinIO: again next time
+                print(f"    (could not free deleted objects: {e})", flush=True)
 
     def __enter__(self) -> FreeDeletedObjects:
         if self.s3 is not None:
@@ -46,4 +43,3 @@ class FreeDeletedObjects:
             self._stop.set()
             self._thread.join()
             self._thread = None
-            self._purge()

@@ -256,27 +256,21 @@ class S3Server:
         return text.replace(self._secret_key, "***").replace(self._access_key, "***")
 
     def purge_deleted(self) -> int:
-        """Frees the disk of objects already deleted on this server and returns the bytes freed (local-process
-        backend; 0 otherwise). MinIO moves a deleted object's data into its trash and removes it in the
-        background, minutes later: a benchmark's 28 GB bucket, emptied after its cell, stayed on disk through
-        the next cell, which then ran out of it. Only what MinIO has already unlinked from every bucket is
-        removed, so no object is touched."""
-        if self.data_dir is None:
+        """Frees the disk of objects already deleted on this server; returns how many trash entries it removed
+        (local-process backend; 0 otherwise). MinIO moves a deleted object's data into its trash and removes it
+        in the background, minutes later: a benchmark's emptied 28 GB bucket stayed on disk through the next
+        cell, whose provider then failed a PutObject. Only what MinIO has already unlinked from every bucket
+        is there, so no object is touched; an entry MinIO removes meanwhile is gone either way."""
+        trash = self.data_dir / ".minio.sys" / "tmp" / ".trash" if self.data_dir is not None else None
+        if trash is None or not trash.is_dir():
             return 0
-        trash = self.data_dir / ".minio.sys" / "tmp" / ".trash"
-        freed = 0
-        # MinIO's own purge may remove an entry while this one runs: what is gone is freed either way
-        for entry in list(trash.iterdir()) if trash.is_dir() else []:
-            for f in [entry, *entry.rglob("*")]:
-                try:
-                    freed += f.stat().st_size if f.is_file() else 0
-                except FileNotFoundError:
-                    pass
+        entries = list(trash.iterdir())
+        for entry in entries:
             if entry.is_dir():
                 shutil.rmtree(entry, ignore_errors=True)
             else:
                 entry.unlink(missing_ok=True)
-        return freed
+        return len(entries)
 
     def _stop_process(self) -> None:
         proc, self._proc = self._proc, None
