@@ -43,8 +43,10 @@ def test_lookups_on_three_executors_one_replica_each_deltas_only(spark, cluster,
         if before:  # the replicas still hold the previous version: inspect shows them one version behind
             assert {_host(r): r["lag"] for r in _inspect(table)["replicas"]} == {h: 1 for h in before}
         # Speculation is on in the cluster suite: a task slow in a cold executor JVM can lose to its copy and
-        # be killed before its replica loads, leaving that executor without tasks in this job. The lookup is
-        # run again (at most 3 times, results checked every time) until every executor ran some of it.
+        # be killed before its replica loads (or before its marker is written: the interrupt fails the write,
+        # and the next task there writes it), leaving that executor without a replica at this version in this
+        # job. The lookup is run again (at most 3 times, results checked every time) until every executor
+        # holds one.
         for _attempt in range(3):
             rows = adjunct.lookup(events, table, version=version).collect()
             assert len(rows) == 10 * PARTITIONS

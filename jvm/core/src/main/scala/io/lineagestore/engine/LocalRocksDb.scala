@@ -286,10 +286,12 @@ final class LocalRocksDb(
     */
   def applyFailed(): Option[Throwable] = { settleInFlight(rethrow = false); Option(behind) }
 
+  // uninterruptibly: forgetting a batch still being written would let the next use close RocksDB under it,
+  // or read a RocksDB that lacks it without knowing (Uninterruptibly)
   private def settleInFlight(rethrow: Boolean): Unit = {
     val f = inFlight
     if (f != null) {
-      try f.written.get()
+      try Uninterruptibly.get(f.written)
       catch { case e: java.util.concurrent.ExecutionException => behind = e.getCause }
       finally inFlight = null
     }

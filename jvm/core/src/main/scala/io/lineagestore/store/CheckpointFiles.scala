@@ -5,7 +5,7 @@ import java.nio.ByteBuffer
 import java.nio.channels.FileChannel
 import java.nio.file.{Files, StandardCopyOption, StandardOpenOption}
 import java.util.UUID
-import java.util.concurrent.{Callable, CompletableFuture, ExecutionException, ExecutorService}
+import java.util.concurrent.{CompletableFuture, ExecutionException, ExecutorService}
 
 import scala.collection.mutable
 
@@ -44,7 +44,6 @@ final class CheckpointFiles(
     ranged: RangedDownload = RangedDownload.Default,
     checkSha256OnDownload: Boolean = false
 ) extends LineageSource {
-  import CheckpointFiles._
   import SnapshotZip.{sharedPath, SharedDir}
 
   // ---- deltas ---------------------------------------------------------------------------------------------
@@ -165,23 +164,21 @@ final class CheckpointFiles(
       case d => d
     }
     val uploads = decisions.collect { case UploadDecision.Upload(f) =>
-      transferPool.submit(new Callable[SnapshotFile] {
-        override def call(): SnapshotFile = {
-          val blob = SnapshotZip.newBlobName()
-          val hashes = new ContentHashes
-          blobs.write(sharedPath(blob)) { out =>
-            val in = new FileInputStream(byName(f.name))
-            try ContentHashes.pump(in) { (buf, n) => hashes.update(buf, 0, n); out.write(buf, 0, n) }
-            finally in.close()
-          }
-          blobWritten(blob)
-          val h = hashes.sha256
-          knownHashes.put(f.name, f.size, h)
-          SnapshotFile(f.name, f.size, h, Some(blob), Some(hashes.crc32c))
+      () => {
+        val blob = SnapshotZip.newBlobName()
+        val hashes = new ContentHashes
+        blobs.write(sharedPath(blob)) { out =>
+          val in = new FileInputStream(byName(f.name))
+          try ContentHashes.pump(in) { (buf, n) => hashes.update(buf, 0, n); out.write(buf, 0, n) }
+          finally in.close()
         }
-      })
+        blobWritten(blob)
+        val h = hashes.sha256
+        knownHashes.put(f.name, f.size, h)
+        SnapshotFile(f.name, f.size, h, Some(blob), Some(hashes.crc32c))
+      }
     }
-    val uploaded = awaitAll(uploads)
+    val uploaded = PoolTasks.runAll(transferPool, uploads)
     val inline = decisions.collect { case UploadDecision.Inline(f) =>
       val hashes = ContentHashes.of(byName(f.name))
       SnapshotFile(f.name, f.size, hashes.sha256, None, Some(hashes.crc32c))
@@ -230,22 +227,12 @@ final class CheckpointFiles(
       }
       val hashed = SnapshotPlanner
         .toHashBeforeDownload(index, listed)
-        .map { f =>
-          transferPool.submit(new Callable[LocalFile] {
-            override def call(): LocalFile =
-              f.copy(sha256 = Some(ContentHashes.sha256Of(new File(target, f.name))))
-          })
-        }
-      val hashedByName = awaitAll(hashed).map(f => f.name -> f).toMap
+        .map(f => () => f.copy(sha256 = Some(ContentHashes.sha256Of(new File(target, f.name)))))
+      val hashedByName = PoolTasks.runAll(transferPool, hashed).map(f => f.name -> f).toMap
       val localFiles = listed.map(f => hashedByName.getOrElse(f.name, f))
       val plan = SnapshotPlanner.planDownload(index, localFiles)
       plan.removeLocal.foreach(n => Files.deleteIfExists(new File(target, n).toPath))
-      val downloads = plan.download.map { f =>
-        transferPool.submit(new Callable[Unit] {
-          override def call(): Unit = download(f, new File(target, f.name))
-        })
-      }
-      awaitAll(downloads)
+      PoolTasks.runAll(transferPool, plan.download.map(f => () => download(f, new File(target, f.name))))
       zip.foreachInline((f, in) => writeVerified(in, new File(target, f.name), f, location))
       knownHashes.replaceAll(index.files.map(f => f.name -> (f.size, f.sha256)).toMap)
       val moved = plan.download ++ plan.inline
@@ -375,20 +362,4 @@ final class CheckpointFiles(
   def deleteCheckpointFile(f: CheckpointFile): Unit = blobs.delete(f.name)
 
   def deleteSharedBlob(blob: String): Unit = blobs.delete(sharedPath(blob))
-}
-
-object CheckpointFiles {
-
-  /** Waits for every transfer, even after one failed, so none still writes when the caller moves on. */
-  private def awaitAll[T](fs: Seq[java.util.concurrent.Future[T]]): Seq[T] = {
-    val results = fs.map { f =>
-      try Right(f.get())
-      catch { case e: java.util.concurrent.ExecutionException => Left(e.getCause) }
-    }
-    results.collectFirst { case Left(t) => t }.foreach { first =>
-      results.collect { case Left(t) if t ne first => t }.foreach(first.addSuppressed)
-      throw first
-    }
-    results.collect { case Right(v) => v }
-  }
 }

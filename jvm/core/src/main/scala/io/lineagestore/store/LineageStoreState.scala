@@ -86,7 +86,7 @@ private[store] object LineageStoreState {
   )
 
   /** Runs `upload` on its own thread and waits at most `timeoutMs` for it; past that the thread is
-    * interrupted and left to end (a transfer in flight ends when the transfer pool shuts down).
+    * interrupted and left to end (it interrupts its transfers in flight and ends once they have: PoolTasks).
     */
   def runWithin(timeoutMs: Long, name: String)(upload: () => Unit): Unit = {
     val done = new java.util.concurrent.CompletableFuture[Unit]()

@@ -96,23 +96,24 @@ object AdjunctReplicas {
     private var readers = 0
     private var markerSeq = 0L // guarded like the rest: marks are written under this monitor
     private var lastMarker: Option[String] = None
+    private var marked: Option[CheckpointId] = None // what the last marker written says the replica holds
 
     /** Holds the replica at `id` until [[release]]; loads it first if no reader holds another version. */
     def acquire(id: CheckpointId): LineageStore = synchronized {
       while (readers > 0 && !local.store.loadedCheckpoint.contains(id)) wait()
       if (local == null)
         local = new AdjunctLocalStore(storePath, confEntries, "replica", Int.MaxValue, partition)
-      if (!local.store.loadedCheckpoint.contains(id)) {
-        local.load(id)
-        mark(id)
-      }
+      if (!local.store.loadedCheckpoint.contains(id)) local.load(id)
+      // also when the version is unchanged but its marker was not written (a task killed by an interrupt
+      // fails the write)
+      if (!marked.contains(id)) mark(id)
       readers += 1
       local.store
     }
 
     /** Records the version now held in the table's replica markers (one small write per version change, not
       * per task), for `lineagestore inspect`'s lag. Best effort: a failed write is logged and the lookup goes
-      * on, since the marker is a report and the replica is valid.
+      * on, since the marker is a report and the replica is valid; the next task to use the replica writes it.
       */
     private def mark(id: CheckpointId): Unit = {
       val c = local.store.counters
@@ -131,6 +132,7 @@ object AdjunctReplicas {
         val written = tableLog.writeReplica(m, markerSeq)
         lastMarker.foreach(tableLog.deleteReplicaMarker)
         lastMarker = Some(written)
+        marked = Some(id)
       } catch {
         case NonFatal(e) =>
           AdjunctReplicas.log.warn(s"adjunct replica of $storePath: could not record its version: $e")
