@@ -71,7 +71,10 @@ private object ZstdStreams {
     z.setChecksum(true)
     z
   }
-  def input(in: InputStream): InputStream = new com.github.luben.zstd.ZstdInputStream(in)
+  // no finalizer: zstd-jni's ZstdInputStream closes itself when collected, and with it its source, which a
+  // reader still reads after dropping the records' stream (DeltaFile.read drains it and checks its CRC);
+  // the reader closes this one itself, as it holds native memory
+  def input(in: InputStream): InputStream = new com.github.luben.zstd.ZstdInputStreamNoFinalizer(in)
 }
 
 /** The kind of a delta record. */
@@ -281,19 +284,18 @@ object DeltaFile {
     Corrupt.guard(file) {
       val (header, codec, formatVersion) =
         readVerifiedHeader(new DataInputStream(stored), crc, file, expected, expectedId)
+      // closing the records' stream (the codec's native memory) leaves `stored` open: its end is read below
+      val records = codec.unwrap(new java.io.FilterInputStream(stored) { override def close(): Unit = () })
       try
         Corrupt.guard(file)(
-          readRecords(
-            new DataInputStream(new BufferedInputStream(codec.unwrap(stored), 1 << 16)),
-            formatVersion
-          )
+          readRecords(new DataInputStream(new BufferedInputStream(records, 1 << 16)), formatVersion)
         )
       catch {
         // the records stream by before the checksum is known: when they break, read the rest and say whether
         // the bytes changed after they were written (damage in storage) or were written so (a foreign file)
         case e: CorruptCheckpointFileException if drained(stored) && !checksumHolds =>
           Corrupt(file, s"file checksum mismatch (reading it failed first: ${e.detail})")
-      }
+      } finally records.close()
       if (stored.read() != -1) Corrupt(file, "trailing bytes after the records")
       if (tail.heldBack.length != CrcBytes) Corrupt(file, "truncated")
       if (!checksumHolds) Corrupt(file, "file checksum mismatch")
