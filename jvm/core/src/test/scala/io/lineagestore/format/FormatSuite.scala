@@ -73,6 +73,37 @@ class FormatSuite extends AnyFunSuite {
     }
   }
 
+  test("a collection while a zstd delta's end is read leaves the stream open (the codec's stream dropped)") {
+    // the reader drops the records' stream and goes on reading the stored bytes: the end and CRC of a good
+    // delta, the rest of a damaged one. A source that collects garbage and runs finalizers before every read
+    // and refuses reads once closed, as a blob store's stream does: zstd-jni's finalizing stream, once
+    // unreachable, closed it under the reader, and the damaged delta was named for its records, not its CRC.
+    final class CollectingSource(bytes: Array[Byte]) extends java.io.InputStream {
+      private val in = new ByteArrayInputStream(bytes)
+      @volatile private var closed = false
+      private def collect(): Unit = {
+        System.gc()
+        System.runFinalization()
+        if (closed) throw new java.io.IOException("read after close")
+      }
+      override def read(): Int = { collect(); in.read() }
+      override def read(b: Array[Byte], off: Int, len: Int): Int = { collect(); in.read(b, off, len) }
+      override def close(): Unit = closed = true
+    }
+    def readFrom(bytes: Array[Byte]): Int = {
+      var n = 0
+      DeltaFile.read(new CollectingSource(bytes), "f.delta", store, id)((_, _, _) => n += 1)
+      n
+    }
+    val many = (0 until 2000).map(i => (s"key-$i".getBytes, Array.fill[Byte](64)((i % 7).toByte)))
+    val good = delta(many, DeltaCodec.Zstd())
+    assert(readFrom(good) == many.size)
+    val bad = good.clone()
+    bad(good.length / 2) = (bad(good.length / 2) ^ 0x5a).toByte
+    val e = intercept[CorruptCheckpointFileException](readFrom(bad))
+    assert(e.detail.startsWith("file checksum mismatch"), e.detail)
+  }
+
   test("a large zstd delta round-trips and is several times smaller than the uncompressed one") {
     val rnd = new scala.util.Random(7)
     // state-like records: sequential keys, values with repeated structure and some entropy
