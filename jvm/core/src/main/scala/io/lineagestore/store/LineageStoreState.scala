@@ -86,7 +86,9 @@ private[store] object LineageStoreState {
   )
 
   /** Runs `upload` on its own thread and waits at most `timeoutMs` for it; past that the thread is
-    * interrupted and left to end (it interrupts its transfers in flight and ends once they have: PoolTasks).
+    * interrupted (it interrupts its transfers in flight and ends once they have: PoolTasks), and waited for a
+    * further [[UploadEndGraceMs]] at most, so that a store closing after it has nothing of its own still
+    * reading its frozen checkpoints or writing blobs (an upload stuck past both is left to end on its own).
     */
   def runWithin(timeoutMs: Long, name: String)(upload: () => Unit): Unit = {
     val done = new java.util.concurrent.CompletableFuture[Unit]()
@@ -100,9 +102,13 @@ private[store] object LineageStoreState {
     uploader.start()
     try done.get(timeoutMs, java.util.concurrent.TimeUnit.MILLISECONDS)
     catch {
-      case _: java.util.concurrent.TimeoutException   => uploader.interrupt()
+      case _: java.util.concurrent.TimeoutException   => uploader.interrupt(); uploader.join(UploadEndGraceMs)
       case e: java.util.concurrent.ExecutionException => throw e.getCause
       case e: InterruptedException                    => uploader.interrupt(); throw e
     }
   }
+
+  /** How long an interrupted upload gets to end: a transfer ends at its next blocking call once interrupted.
+    */
+  val UploadEndGraceMs = 10000L
 }

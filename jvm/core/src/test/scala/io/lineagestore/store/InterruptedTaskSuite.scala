@@ -121,4 +121,33 @@ class InterruptedTaskSuite extends AnyFunSuite with StoreFixture {
       assert(PoolTasks.runAll(single, Seq(() => 1, () => 2, () => 3)) == Seq(1, 2, 3))
     } finally single.shutdownNow()
   }
+
+  test("a close whose upload runs out of time returns once the interrupted upload has ended") {
+    // writing a shared blob blocks until interrupted, then takes a moment to end (a part in flight)
+    val writing = new AtomicInteger
+    val firstWrite = new CountDownLatch(1)
+    val never = new CountDownLatch(1)
+    val slowToEnd = new DelegatingBlobStore(remoteBlobs) {
+      override def write(name: String)(body: java.io.OutputStream => Unit): Unit = {
+        if (name.startsWith("shared/")) {
+          writing.incrementAndGet()
+          firstWrite.countDown()
+          try never.await()
+          catch { case e: InterruptedException => Thread.sleep(300); throw e }
+          finally writing.decrementAndGet()
+        }
+        super.write(name)(body)
+      }
+    }
+    val s = newStore(checkpointFiles = filesOn(slowToEnd))
+    s.load(CheckpointId.Empty)
+    val id = commitBatch(s, (1 to 300).map(i => s"k$i" -> ("v" * 300)).toMap)
+    s.load(id)
+    s.freezeNow()
+    assert(s.uploadBeforeClose(200) == Seq(id))
+    assert(firstWrite.getCount == 0, "the upload never started")
+    // nothing of the upload still runs when the close goes on (closing RocksDB, releasing the directory)
+    assert(writing.get == 0)
+    assert(!files.hasSnapshot(id))
+  }
 }
