@@ -191,12 +191,15 @@ def _check_lineagestore_layout(h, partitions: int) -> None:
             with zipfile.ZipFile(io.BytesIO(h.read(f"{store}/{z}"))) as archive:
                 assert archive.namelist()[0] == "INDEX"
                 index = archive.read("INDEX").decode().splitlines()
-            assert index[0] == "lineagestore-snapshot-index 2", f"{store}/{z}: {index[:1]}"
+            assert index[0] == "lineagestore-snapshot-index 3", f"{store}/{z}: {index[:1]}"
             version, unique_id = ZIP.match(z).groups()
             assert f"checkpoint {version} {unique_id}" in index
-            # file <name> <size> <sha256> <crc32c> <blob or -> (docs/format.md)
+            # file <name> <size> <identity> <crc32c> <blob or -> (docs/format.md); a new SST is known by
+            # RocksDB's ID, the small files by their content
             files = [line.split() for line in index if line.startswith("file ")]
             assert all(len(f) == 6 and re.fullmatch(r"[0-9a-f]{8}", f[4]) for f in files), files
+            assert all(re.fullmatch(r"sst-[0-9a-f]{64}", f[3]) for f in files if f[5] != "-"), files
+            assert all(re.fullmatch(r"[0-9a-f]{64}", f[3]) for f in files if f[5] == "-"), files
             blobs = [f[5] for f in files]
             referenced = [b for b in blobs if b != "-"]
             missing = sorted(set(referenced) - set(shared))

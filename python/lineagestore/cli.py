@@ -173,9 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
             For every committed batch still within retention and every store, resolve the committed
             (version, unique ID) through the lineage from scratch and read back every file that load needs,
             verifying as it reads: delta files (header, records, count, CRC32C), snapshot zips (INDEX checksum,
-            store identity, entries) and the CRC32C and SHA-256 of every shared blob they reference (restored
-            into a scratch directory under the system temp directory, one store at a time). Each file is read
-            once.
+            store identity, entries) and the CRC32C and identity of every shared blob they reference (an
+            SST's RocksDB unique ID, or the SHA-256 of its content; restored into a scratch directory under the
+            system temp directory, one store at a time). Each file is read once.
             Prints each problem with the file it concerns and the batches that need it."""
         ),
         epilog=textwrap.dedent(

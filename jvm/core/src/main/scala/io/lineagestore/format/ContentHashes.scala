@@ -6,14 +6,17 @@ import java.security.MessageDigest
 import java.util.zip.CRC32C
 
 /** Checks the bytes of one downloaded snapshot file against its index entry as they stream by: their count,
-  * and their CRC32C where the index records one (schema 2), else their SHA-256 (schema 1). The CRC32C is
+  * and their CRC32C where the index records one (schema 2 on), else their SHA-256 (schema 1). The CRC32C is
   * computed by the CPU's instruction at memory speed; SHA-256 is not, until the JIT has compiled its
-  * intrinsic, which a restarted executor restoring its state has not (docs/benchmarks.md). `sha256Too` checks
-  * the SHA-256 as well (the `verify` tool: the content identity itself, not only its transfer).
+  * intrinsic, which a restarted executor restoring its state has not (docs/benchmarks.md). `identityToo`
+  * checks the identity as well (the `verify` tool: the identity itself, not only the transfer): a SHA-256 as
+  * the bytes stream, an SST's unique ID from the written file ([[matchesWritten]]).
   */
-private[lineagestore] final class DownloadCheck(f: SnapshotFile, sha256Too: Boolean = false) {
+private[lineagestore] final class DownloadCheck(f: SnapshotFile, identityToo: Boolean = false) {
   private val crc = f.crc32c.map(_ => new CRC32C)
-  private val sha = if (crc.isEmpty || sha256Too) Some(MessageDigest.getInstance("SHA-256")) else None
+  private val sstId = FileIdentity.isSst(f.identity)
+  private val sha =
+    if (!sstId && (crc.isEmpty || identityToo)) Some(MessageDigest.getInstance("SHA-256")) else None
   private var bytes = 0L
 
   def update(b: ByteBuffer): Unit = {
@@ -34,22 +37,32 @@ private[lineagestore] final class DownloadCheck(f: SnapshotFile, sha256Too: Bool
   def matches: Boolean =
     bytes == f.size &&
       crc.forall(c => f.crc32c.contains(Hex.crc32c(c))) &&
-      sha.forall(d => Hex.of(d.digest()) == f.sha256)
+      sha.forall(d => Hex.of(d.digest()) == f.identity)
 
-  def checksumName: String = (crc.map(_ => "CRC32C") ++ sha.map(_ => "SHA-256")).mkString(" and ")
+  /** True unless an SST identity is to be checked and `written`, the file the bytes went to, has another. */
+  def matchesWritten(written: File): Boolean =
+    !(identityToo && sstId) || FileIdentity.ofNewSst(written).contains(f.identity)
+
+  def checksumName: String = {
+    val sstIdChecked = if (identityToo && sstId) Some("SST unique ID") else None
+    (crc.map(_ => "CRC32C") ++ sha.map(_ => "SHA-256") ++ sstIdChecked).mkString(" and ")
+  }
 }
 
-/** SHA-256 (content identity) and CRC32C (download check) of bytes written to a snapshot, in one pass. */
-private[lineagestore] final class ContentHashes {
-  private val sha = MessageDigest.getInstance("SHA-256")
+/** CRC32C (download check) and, unless the file has an identity without it, SHA-256 (content identity) of
+  * bytes written to a snapshot, in one pass.
+  */
+private[lineagestore] final class ContentHashes(withSha256: Boolean = true) {
+  private val sha = if (withSha256) Some(MessageDigest.getInstance("SHA-256")) else None
   private val crc = new CRC32C
 
   def update(b: Array[Byte], off: Int, len: Int): Unit = {
-    sha.update(b, off, len)
+    sha.foreach(_.update(b, off, len))
     crc.update(b, off, len)
   }
 
-  def sha256: String = Hex.of(sha.digest())
+  def sha256: String =
+    Hex.of(sha.getOrElse(throw new IllegalStateException("no SHA-256 was asked for")).digest())
   def crc32c: String = Hex.crc32c(crc)
 }
 

@@ -6,24 +6,26 @@ import java.util.zip.CRC32C
 
 import io.lineagestore.lineage.CheckpointId
 
-/** One file of a RocksDB checkpoint as a snapshot records it. Identity is content: `sha256` of the bytes, not
-  * the file name (RocksDB reuses file numbers across instances). `blob` names the shared blob holding the
-  * bytes (immutable SST files, stored once and referenced by every snapshot containing them); None means the
-  * bytes travel inside the snapshot's zip (the small mutable files: CURRENT, MANIFEST, OPTIONS). `crc32c` (8
-  * hex digits) checks a download: the CPU computes it at memory speed, where SHA-256 costs a core for every
-  * few hundred MB/s in a JVM whose JIT has not yet reached it, as in a restarted executor. None in indexes of
-  * schema 1, whose downloads are checked against `sha256`.
+/** One file of a RocksDB checkpoint as a snapshot records it. `identity` is what tells it apart from any
+  * other file ([[FileIdentity]]: the SHA-256 of its bytes, or RocksDB's unique ID of an SST), never the file
+  * name (RocksDB reuses file numbers across instances). `blob` names the shared blob holding the bytes
+  * (immutable SST files, stored once and referenced by every snapshot containing them); None means the bytes
+  * travel inside the snapshot's zip (the small mutable files: CURRENT, MANIFEST, OPTIONS). `crc32c` (8 hex
+  * digits) checks a download: the CPU computes it at memory speed, where SHA-256 costs a core for every few
+  * hundred MB/s in a JVM whose JIT has not yet reached it, as in a restarted executor. None in indexes of
+  * schema 1, whose downloads are checked against the identity (always a SHA-256 there).
   */
 final case class SnapshotFile(
     name: String,
     size: Long,
-    sha256: String,
+    identity: String,
     blob: Option[String],
     crc32c: Option[String] = None
 ) {
   require(SnapshotFile.isSafeName(name), s"unsafe file name '$name' in a snapshot")
   blob.foreach(b => require(SnapshotFile.isSafeName(b), s"unsafe blob name '$b' in a snapshot"))
-  require(size >= 0 && sha256.matches("[0-9a-f]{64}"), s"bad size or checksum for '$name'")
+  require(size >= 0 && FileIdentity.isValid(identity), s"bad size or identity for '$name'")
+  require(!FileIdentity.isSst(identity) || crc32c.isDefined, s"an SST identity without a CRC32C for '$name'")
   crc32c.foreach(c => require(c.matches("[0-9a-f]{8}"), s"bad CRC32C '$c' for '$name'"))
 }
 
@@ -36,16 +38,16 @@ object SnapshotFile {
 /** The index of a snapshot `<version>_<uniqueId>.zip`: which store and checkpoint, the lineage (ancestors,
   * newest first, as the delta of the same checkpoint has it), and every file of the RocksDB checkpoint.
   *
-  * Text format, schema version 2 (one record per line, fields separated by one space):
+  * Text format, schema version 3 (one record per line, fields separated by one space):
   * {{{
-  *   lineagestore-snapshot-index 2
+  *   lineagestore-snapshot-index 3
   *   store <operatorId> <partitionId> <storeName, URL-encoded>
   *   checkpoint <version> <uniqueId>
   *   ancestor <version> <uniqueId>                                 (zero or more, newest first)
-  *   file <name> <size> <sha256 hex> <crc32c hex or -> <blob or ->  (one per file of the RocksDB checkpoint)
+  *   file <name> <size> <identity> <crc32c hex or -> <blob or ->  (one per file of the RocksDB checkpoint)
   *   end <CRC32C, hex, of all bytes before this line>
   * }}}
-  * Schema 1 (still read) has no crc32c field in its file lines.
+  * Schemas 1 and 2 (still read) know files by their SHA-256 only; schema 1 has no crc32c field.
   */
 final case class SnapshotIndex(
     store: StoreIdentity,
@@ -58,10 +60,10 @@ final case class SnapshotIndex(
 }
 
 object SnapshotIndex {
-  val SchemaVersion = 2
+  val SchemaVersion = 3
 
   /** Schema versions this build reads. */
-  val ReadableVersions: Set[Int] = Set(1, 2)
+  val ReadableVersions: Set[Int] = Set(1, 2, 3)
   private val Head = "lineagestore-snapshot-index"
 
   def serialize(index: SnapshotIndex): Array[Byte] = {
@@ -71,7 +73,7 @@ object SnapshotIndex {
     sb ++= s"checkpoint ${index.checkpoint.version} ${index.checkpoint.uniqueId}\n"
     index.ancestors.foreach(a => sb ++= s"ancestor ${a.version} ${a.uniqueId}\n")
     index.files.foreach { f =>
-      sb ++= s"file ${f.name} ${f.size} ${f.sha256} ${f.crc32c.getOrElse("-")} ${f.blob.getOrElse("-")}\n"
+      sb ++= s"file ${f.name} ${f.size} ${f.identity} ${f.crc32c.getOrElse("-")} ${f.blob.getOrElse("-")}\n"
     }
     val body = sb.result().getBytes(UTF_8)
     body ++ s"end ${crcHex(body)}\n".getBytes(UTF_8)
@@ -89,7 +91,7 @@ object SnapshotIndex {
       case Some(Seq(Head, v)) if ReadableVersions.exists(_.toString == v) => v.toInt
       case Some(Seq(Head, v))                                             =>
         bad(
-          s"schema version $v is not supported (this build reads ${ReadableVersions.toSeq.sorted.mkString(" and ")})"
+          s"schema version $v is not supported (this build reads ${ReadableVersions.toSeq.sorted.mkString(", ")})"
         )
       case _ => bad("not a lineagestore snapshot index")
     }
@@ -103,12 +105,14 @@ object SnapshotIndex {
         line.split(" ").toSeq match {
           case Seq("store", op, part, name) =>
             store = Some(StoreIdentity(op.toLong, part.toInt, decode(name)))
-          case Seq("checkpoint", v, id)                       => checkpoint = Some(CheckpointId(v.toLong, id))
-          case Seq("ancestor", v, id)                         => ancestors += CheckpointId(v.toLong, id)
-          case Seq("file", n, size, sha, blob) if schema == 1 =>
-            files += SnapshotFile(n, size.toLong, sha, opt(blob))
-          case Seq("file", n, size, sha, crc, blob) if schema >= 2 =>
-            files += SnapshotFile(n, size.toLong, sha, opt(blob), opt(crc))
+          case Seq("checkpoint", v, id) => checkpoint = Some(CheckpointId(v.toLong, id))
+          case Seq("ancestor", v, id)   => ancestors += CheckpointId(v.toLong, id)
+          case Seq("file", _, _, identity, _*) if schema < 3 && FileIdentity.isSst(identity) =>
+            bad(s"an SST identity in an index of schema $schema: '$line'")
+          case Seq("file", n, size, identity, blob) if schema == 1 =>
+            files += SnapshotFile(n, size.toLong, identity, opt(blob))
+          case Seq("file", n, size, identity, crc, blob) if schema >= 2 =>
+            files += SnapshotFile(n, size.toLong, identity, opt(blob), opt(crc))
           case _ => bad(s"unreadable line '$line'")
         }
       }

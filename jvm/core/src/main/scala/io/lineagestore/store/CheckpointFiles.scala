@@ -42,7 +42,7 @@ final class CheckpointFiles(
     val store: StoreIdentity,
     transferPool: ExecutorService,
     ranged: RangedDownload = RangedDownload.Default,
-    checkSha256OnDownload: Boolean = false
+    checkIdentityOnDownload: Boolean = false
 ) extends LineageSource {
   import SnapshotZip.{sharedPath, SharedDir}
 
@@ -137,8 +137,9 @@ final class CheckpointFiles(
 
   /** Uploads the frozen RocksDB checkpoint in `dir` as snapshot `id`, reusing every shared blob of `base`
     * that holds identical content, uploading the rest in parallel, and writing the zip last. `knownHashes`
-    * gives the SHA-256 of files already known (name -> (size, hash)) and receives those computed here.
-    * `blobWritten` hears of each new shared blob once it is written (pending until the zip is).
+    * gives the identities ([[FileIdentity]]) of files already known (name -> (size, identity)) and receives
+    * those found here: a new SST's RocksDB ID where it has one, else its content's SHA-256. `blobWritten`
+    * hears of each new shared blob once it is written (pending until the zip is).
     */
   def uploadSnapshot(
       id: CheckpointId,
@@ -155,25 +156,30 @@ final class CheckpointFiles(
     }
     val byName = localFiles.map(f => f.getName -> f).toMap
     val first = SnapshotPlanner.planUpload(localFiles.toSeq.map(local), base)
-    // files matching the base by name and size get hashed locally, then decided again
+    // files matching the base by name and size get identified locally (as the base's file is), then decided
+    // again
     val decisions = first.map {
-      case UploadDecision.HashFirst(f) =>
-        val h = ContentHashes.sha256Of(byName(f.name))
-        knownHashes.put(f.name, f.size, h)
-        SnapshotPlanner.planUpload(Seq(f.copy(sha256 = Some(h))), base).head
+      case UploadDecision.IdentifyFirst(f, like) =>
+        FileIdentity.ofFileAs(like.identity, byName(f.name)) match {
+          case Some(h) =>
+            knownHashes.put(f.name, f.size, h)
+            SnapshotPlanner.planUpload(Seq(f.copy(identity = Some(h))), base).head
+          case None => UploadDecision.Upload(f)
+        }
       case d => d
     }
     val uploads = decisions.collect { case UploadDecision.Upload(f) =>
       () => {
         val blob = SnapshotZip.newBlobName()
-        val hashes = new ContentHashes
+        val sstId = FileIdentity.ofNewSst(byName(f.name))
+        val hashes = new ContentHashes(withSha256 = sstId.isEmpty)
         blobs.write(sharedPath(blob)) { out =>
           val in = new FileInputStream(byName(f.name))
           try ContentHashes.pump(in) { (buf, n) => hashes.update(buf, 0, n); out.write(buf, 0, n) }
           finally in.close()
         }
         blobWritten(blob)
-        val h = hashes.sha256
+        val h = sstId.getOrElse(FileIdentity.ofContent(hashes.sha256))
         knownHashes.put(f.name, f.size, h)
         SnapshotFile(f.name, f.size, h, Some(blob), Some(hashes.crc32c))
       }
@@ -184,9 +190,9 @@ final class CheckpointFiles(
       SnapshotFile(f.name, f.size, hashes.sha256, None, Some(hashes.crc32c))
     }
     val reused = decisions.collect { case UploadDecision.Reuse(f, existing) =>
-      // a base written by schema 1 has no CRC32C; the local file holds the same bytes (same SHA-256)
+      // a base written by schema 1 has no CRC32C; the local file holds the same bytes (same identity)
       val crc = existing.crc32c.getOrElse(ContentHashes.crc32cOf(byName(f.name)))
-      SnapshotFile(f.name, f.size, existing.sha256, existing.blob, Some(crc))
+      SnapshotFile(f.name, f.size, existing.identity, existing.blob, Some(crc))
     }
     val index = SnapshotIndex(store, id, ancestors, (uploaded ++ inline ++ reused).sortBy(_.name))
     afterBlobs()
@@ -225,20 +231,30 @@ final class CheckpointFiles(
       val listed = Option(target.listFiles()).getOrElse(Array.empty[File]).filter(_.isFile).toSeq.map { f =>
         LocalFile(f.getName, f.length(), knownHashes.get(f.getName, f.length()))
       }
-      val hashed = SnapshotPlanner
-        .toHashBeforeDownload(index, listed)
-        .map(f => () => f.copy(sha256 = Some(ContentHashes.sha256Of(new File(target, f.name)))))
-      val hashedByName = PoolTasks.runAll(transferPool, hashed).map(f => f.name -> f).toMap
-      val localFiles = listed.map(f => hashedByName.getOrElse(f.name, f))
+      val identified = SnapshotPlanner
+        .toIdentifyBeforeDownload(index, listed)
+        .map { case (f, like) => () => f.copy(identity = identifyLocal(new File(target, f.name), like)) }
+      val identifiedByName = PoolTasks.runAll(transferPool, identified).map(f => f.name -> f).toMap
+      val localFiles = listed.map(f => identifiedByName.getOrElse(f.name, f))
       val plan = SnapshotPlanner.planDownload(index, localFiles)
       plan.removeLocal.foreach(n => Files.deleteIfExists(new File(target, n).toPath))
       PoolTasks.runAll(transferPool, plan.download.map(f => () => download(f, new File(target, f.name))))
       zip.foreachInline((f, in) => writeVerified(in, new File(target, f.name), f, location))
-      knownHashes.replaceAll(index.files.map(f => f.name -> (f.size, f.sha256)).toMap)
+      knownHashes.replaceAll(index.files.map(f => f.name -> (f.size, f.identity)).toMap)
       val moved = plan.download ++ plan.inline
       (index, TransferStats(moved.size, moved.map(_.size).sum, plan.keep.size, plan.keep.map(_.size).sum))
     } finally zip.close()
   }
+
+  /** The identity of `local`, a file of unknown content, of `like`'s kind, to keep it in `like`'s place. An
+    * SST's ID vouches for bytes RocksDB wrote, not for the disk that kept them since: such a file is kept
+    * only if its CRC32C matches `like`'s too, as a download would be checked (a content hash reads every byte
+    * anyway).
+    */
+  private def identifyLocal(local: File, like: SnapshotFile): Option[String] =
+    FileIdentity.ofFileAs(like.identity, local).filter { h =>
+      !FileIdentity.isSst(h) || like.crc32c.contains(ContentHashes.crc32cOf(local))
+    }
 
   private def openSnapshot(id: CheckpointId): InputStream =
     try blobs.open(id.snapshotFileName)
@@ -279,7 +295,7 @@ final class CheckpointFiles(
       location: String
   ): Unit = {
     val tmp = new File(dest.getParentFile, s".${dest.getName}.${UUID.randomUUID()}.tmp")
-    val check = new DownloadCheck(f, checkSha256OnDownload)
+    val check = new DownloadCheck(f, checkIdentityOnDownload)
     val inFlight = mutable.Queue.empty[(Long, Int, CompletableFuture[ByteBuffer])]
     var next = 0
     def askMore(): Unit = while (next < parts.size && inFlight.size < ranged.window) {
@@ -309,7 +325,7 @@ final class CheckpointFiles(
         Corrupt(location, s"it is shorter than the ${f.size} bytes its index gives for ${f.name}")
       case t: Throwable => tmp.delete(); throw t
     }
-    if (!check.matches) {
+    if (!check.matches || !check.matchesWritten(tmp)) {
       tmp.delete()
       Corrupt(location, s"content of ${f.name} does not match its index (${check.checksumName})")
     }
@@ -321,13 +337,13 @@ final class CheckpointFiles(
     */
   private def writeVerified(in: InputStream, dest: File, f: SnapshotFile, location: String): Unit = {
     val tmp = new File(dest.getParentFile, s".${dest.getName}.${UUID.randomUUID()}.tmp")
-    val check = new DownloadCheck(f, checkSha256OnDownload)
+    val check = new DownloadCheck(f, checkIdentityOnDownload)
     try {
       val out = new FileOutputStream(tmp)
       try ContentHashes.pump(in) { (buf, n) => check.update(buf, 0, n); out.write(buf, 0, n) }
       finally out.close()
     } catch { case t: Throwable => tmp.delete(); throw t }
-    if (!check.matches) {
+    if (!check.matches || !check.matchesWritten(tmp)) {
       tmp.delete()
       Corrupt(
         location,

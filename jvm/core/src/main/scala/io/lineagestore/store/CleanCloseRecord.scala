@@ -11,7 +11,7 @@ import io.lineagestore.format.StoreIdentity
 import io.lineagestore.lineage.CheckpointId
 
 /** What a store's local RocksDB held when its provider closed cleanly: the checkpoint, its lineage back to
-  * the presumed snapshot, the live SST files and the content hashes already known. A later provider of the
+  * the presumed snapshot, the live SST files and the file identities already known. A later provider of the
   * same store on this host starts from it instead of downloading (see [[LocalDirectories]]).
   *
   * Soundness: the record is written only after RocksDB flushed and closed without error, and it is deleted by
@@ -27,7 +27,7 @@ import io.lineagestore.lineage.CheckpointId
   *   presumed-snapshot <version>
   *   ancestor <version> <uniqueId>           newest first, zero or more
   *   sst <name> <size>                       every live SST file
-  *   hash <name> <size> <sha256>             known contents, zero or more
+  *   hash <name> <size> <identity>           known identities (content SHA-256 or SST ID), zero or more
   *   uploaded-snapshot <version>             newest snapshot known uploaded on the lineage (absent: 0)
   * }}}
   */

@@ -71,9 +71,9 @@ final case class VerifyResult(
   * [[LineageResolver]] (no local state), then reads back every file the plan needs through
   * [[io.lineagestore.store.CheckpointFiles]], which verifies as it reads: each delta's header, records,
   * record count and CRC32C; each snapshot's zip entries, INDEX checksum and identity, and every shared blob's
-  * size and SHA-256 (by restoring the snapshot into a scratch directory). The batch's own delta is read too
-  * when the plan starts at its snapshot (the change feed reads it). Each file is verified once per call
-  * however many plans need it.
+  * size, CRC32C and identity (SHA-256, or the SST's RocksDB ID read back from the restored file: by restoring
+  * the snapshot into a scratch directory). The batch's own delta is read too when the plan starts at its
+  * snapshot (the change feed reads it). Each file is verified once per call however many plans need it.
   */
 object StoreVerifier {
 
@@ -84,7 +84,7 @@ object StoreVerifier {
     var verifiedFiles = 0
     var verifiedBytes = 0L
     val scratch = Files.createTempDirectory(scratchRoot.toPath, "verify-").toFile
-    // what the scratch directory holds after the last successful restore: name -> (blob, size, sha256)
+    // what the scratch directory holds after the last successful restore: name -> (blob, size, identity)
     var restored = Map.empty[String, SnapshotFile]
     val detours = mutable.LinkedHashMap.empty[Long, Seq[CheckpointId]]
 
@@ -120,7 +120,7 @@ object StoreVerifier {
           restored
             .get(f.name)
             .filter(r => f.blob.isDefined && r == f)
-            .foreach(r => known.put(f.name, r.size, r.sha256))
+            .foreach(r => known.put(f.name, r.size, r.identity))
         }
         try {
           val (_, stats) = files.restoreSnapshot(id, scratch, known)

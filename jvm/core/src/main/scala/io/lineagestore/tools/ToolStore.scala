@@ -42,8 +42,9 @@ final class ToolStore(val ref: StoreRef, conf: Configuration = ToolEnv.hadoopCon
       }
     }
   )
-  // the tools read rarely and must prove content, not only transfer: SHA-256 too (verify restores snapshots)
-  val files = new CheckpointFiles(blobs, ref.identity, pool, checkSha256OnDownload = true)
+  // the tools read rarely and must prove identity, not only transfer: SHA-256 or the SST's ID too (verify
+  // restores snapshots)
+  val files = new CheckpointFiles(blobs, ref.identity, pool, checkIdentityOnDownload = true)
 
   def locate(name: String): String = blobs.locate(name)
 

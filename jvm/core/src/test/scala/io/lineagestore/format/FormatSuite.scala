@@ -219,11 +219,12 @@ class FormatSuite extends AnyFunSuite {
       lineage,
       Seq(
         SnapshotFile("000012.sst", 100, "a" * 64, Some("1f2e.sst"), Some("0badf00d")),
+        SnapshotFile("000013.sst", 100, "sst-" + "c" * 64, Some("2f2e.sst"), Some("0badf00e")),
         SnapshotFile("MANIFEST-000005", 50, "b" * 64, None, Some("12345678"))
       )
     )
     val bytes = SnapshotIndex.serialize(index)
-    assert(new String(bytes).startsWith("lineagestore-snapshot-index 2\n"))
+    assert(new String(bytes).startsWith("lineagestore-snapshot-index 3\n"))
     assert(SnapshotIndex.parse(bytes, "x.zip") == index)
     val bad = bytes.clone()
     bad(40) = (bad(40) ^ 1).toByte
@@ -252,11 +253,24 @@ class FormatSuite extends AnyFunSuite {
       SnapshotIndex.parse(indexText(v1.replace("index 1", "index 2")), "x.zip")
     )
     assert(e1.getMessage.contains("unreadable line 'file 000012.sst"))
-    val e3 = intercept[CorruptCheckpointFileException](
-      SnapshotIndex.parse(indexText(v1.replace("index 1", "index 3")), "x.zip")
+    val e4 = intercept[CorruptCheckpointFileException](
+      SnapshotIndex.parse(indexText(v1.replace("index 1", "index 4")), "x.zip")
     )
-    assert(e3.getMessage.contains("schema version 3 is not supported (this build reads 1 and 2)"))
+    assert(e4.getMessage.contains("schema version 4 is not supported (this build reads 1, 2, 3)"))
     intercept[IllegalArgumentException](SnapshotFile("x.sst", 1, "a" * 64, None, Some("XYZ")))
+    // an SST's ID only from schema 3 on, and only with a CRC32C to check its downloads
+    val v2 = "lineagestore-snapshot-index 2\nstore 3 7 s\ncheckpoint 12 abc\nfile 000012.sst 100 sst-" +
+      "a" * 64 + " 0badf00d 1f2e.sst\n"
+    val e2 = intercept[CorruptCheckpointFileException](SnapshotIndex.parse(indexText(v2), "x.zip"))
+    assert(e2.getMessage.contains("an SST identity in an index of schema 2"), e2.getMessage)
+    assert(
+      SnapshotIndex.parse(indexText(v2.replace("index 2", "index 3")), "x.zip").files.head.identity ==
+        "sst-" + "a" * 64
+    )
+    intercept[IllegalArgumentException](SnapshotFile("x.sst", 1, "sst-" + "a" * 64, Some("b.sst"), None))
+    intercept[IllegalArgumentException](
+      SnapshotFile("x.sst", 1, "sst-" + "A" * 64, Some("b.sst"), Some("0badf00d"))
+    )
   }
 
   test("an index entry naming a path outside its store is refused") {

@@ -81,9 +81,7 @@ class PlannerSuite extends AnyFunSuite {
         LocalFile("000007.sst", 10, Some(sha('a'))), // same content: reuse
         LocalFile("000009.sst", 10, Some(sha('a'))), // renamed but same content: reuse too
         LocalFile("000008.sst", 10, Some(sha('e'))), // other content with a matching size: upload
-        LocalFile("000007.sst", 10, None).copy(name =
-          "000007.sst"
-        ), // unknown hash, same name+size: hash first
+        LocalFile("000007.sst", 10, None), // unknown identity, same name+size: identify first
         LocalFile("000011.sst", 99, None), // new: upload
         LocalFile("CURRENT", 16, None) // small file: inline
       ),
@@ -91,7 +89,34 @@ class PlannerSuite extends AnyFunSuite {
     )
     assert(
       decisions.map(_.getClass.getSimpleName) ==
-        Seq("Reuse", "Reuse", "Upload", "HashFirst", "Upload", "Inline")
+        Seq("Reuse", "Reuse", "Upload", "IdentifyFirst", "Upload", "Inline")
+    )
+    // identified as the base's file is (its kind of identity)
+    assert(decisions(3) == UploadDecision.IdentifyFirst(LocalFile("000007.sst", 10, None), base.files.head))
+    // an SST identity matches its own kind only: the same file known by its content is not reused by it
+    val sst = "sst-" + sha('a')
+    val bySstId = SnapshotIndex(
+      store,
+      c(5),
+      Nil,
+      Seq(SnapshotFile("000007.sst", 10, sst, Some("b1.sst"), Some("0badf00d")))
+    )
+    val planned = SnapshotPlanner.planUpload(
+      Seq(LocalFile("000007.sst", 10, Some(sst)), LocalFile("000009.sst", 10, Some(sha('a')))),
+      Some(bySstId)
+    )
+    assert(planned.map(_.getClass.getSimpleName) == Seq("Reuse", "Upload"))
+    // known by content where the base knows the same name and size by SST ID: identified as the base's is
+    assert(
+      SnapshotPlanner.planUpload(Seq(LocalFile("000007.sst", 10, Some(sha('b')))), Some(bySstId)) ==
+        Seq(UploadDecision.IdentifyFirst(LocalFile("000007.sst", 10, Some(sha('b'))), bySstId.files.head))
+    )
+    // known by SST ID, another than the base's of that name and size: a new file
+    assert(
+      SnapshotPlanner
+        .planUpload(Seq(LocalFile("000007.sst", 10, Some("sst-" + sha('b')))), Some(bySstId))
+        .head
+        .isInstanceOf[UploadDecision.Upload]
     )
     val sameNameOtherContent =
       SnapshotPlanner.planUpload(Seq(LocalFile("000007.sst", 10, Some(sha('f')))), Some(base))
@@ -117,5 +142,13 @@ class PlannerSuite extends AnyFunSuite {
     assert(plan.download.map(_.name) == Seq("2.sst"))
     assert(plan.removeLocal.toSet == Set("2.sst", "9.sst"))
     assert(plan.inline.map(_.name) == Seq("MANIFEST-1"))
+    // what to identify before downloading: unknown files of a shared file's name and size, with that file
+    assert(
+      SnapshotPlanner.toIdentifyBeforeDownload(
+        index,
+        Seq(LocalFile("2.sst", 10, None), LocalFile("9.sst", 3, None))
+      ) ==
+        Seq(LocalFile("2.sst", 10, None) -> index.files(1))
+    )
   }
 }

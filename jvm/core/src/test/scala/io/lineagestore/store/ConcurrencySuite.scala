@@ -8,7 +8,7 @@ import scala.collection.mutable
 
 import org.scalatest.funsuite.AnyFunSuite
 
-import io.lineagestore.format.{ContentHashes, SnapshotZip}
+import io.lineagestore.format.{ContentHashes, FileIdentity, SnapshotZip}
 import io.lineagestore.lineage.CheckpointId
 
 /** The threading contract of [[LineageStore]] under load: a task thread commits, aborts, re-runs batches from
@@ -36,7 +36,7 @@ class ConcurrencySuite extends AnyFunSuite with StoreFixture {
       val f = new File(dbDir, name)
       name.endsWith(".sst") && f.isFile && f.length() == size && {
         val actual =
-          try Some(ContentHashes.sha256Of(f))
+          try FileIdentity.ofFileAs(sha, f)
           catch { case _: java.io.FileNotFoundException => None }
         actual.foreach(h => assert(h == sha, s"hash cache entry of $name"))
         actual.isDefined
@@ -108,7 +108,11 @@ class ConcurrencySuite extends AnyFunSuite with StoreFixture {
       val id = io.lineagestore.lineage.CheckpointId.parseFileName(zip).get._1
       files.readSnapshotIndex(id).files.filter(_.blob.isDefined).foreach { f =>
         val blob = new File(remote, SnapshotZip.sharedPath(f.blob.get))
-        assert(blob.length() == f.size && ContentHashes.sha256Of(blob) == f.sha256, s"${f.name} in $zip")
+        assert(
+          blob.length() == f.size && FileIdentity.ofFileAs(f.identity, blob).contains(f.identity),
+          s"${f.name} in $zip"
+        )
+        assert(f.crc32c.contains(ContentHashes.crc32cOf(blob)), s"${f.name} in $zip")
       }
     }
     // every retained version loads on a fresh directory with the state committed: the window of the newest

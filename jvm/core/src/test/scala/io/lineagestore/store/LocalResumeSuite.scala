@@ -11,7 +11,7 @@ import org.apache.hadoop.fs.Path
 import org.scalatest.BeforeAndAfterEach
 import org.scalatest.funsuite.AnyFunSuite
 
-import io.lineagestore.format.StoreIdentity
+import io.lineagestore.format.{FileIdentity, StoreIdentity}
 import io.lineagestore.lineage.{CheckpointId, LoadBase}
 import io.lineagestore.storage.{BlobInfo, BlobStore, HadoopBlobStore}
 
@@ -160,6 +160,20 @@ class LocalResumeSuite extends AnyFunSuite with BeforeAndAfterEach {
       assert(contents(second) == expected)
       assert(second.counters.filesDownloaded.get >= 2)
     } finally second.close()
+  }
+
+  test(
+    "a snapshot knows each new SST by RocksDB's unique ID, read from the file's end, and small files by content"
+  ) {
+    val local = new File(tmp, "local")
+    val (head, _) = closedWithSnapshot(local)
+    val indexed = files(head)
+    assert(indexed.exists(_.blob.isDefined))
+    assert(indexed.filter(_.blob.isDefined).forall(f => FileIdentity.isSst(f.identity)), indexed)
+    assert(indexed.filter(_.blob.isEmpty).forall(f => !FileIdentity.isSst(f.identity)), indexed)
+    sstFiles(local).foreach { f =>
+      assert(indexed.find(_.name == f.getName).map(_.identity) == FileIdentity.ofNewSst(f), f.getName)
+    }
   }
 
   test("a record of another store is ignored") {

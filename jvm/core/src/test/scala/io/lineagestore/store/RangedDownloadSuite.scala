@@ -11,7 +11,7 @@ import org.apache.hadoop.fs.Path
 import org.scalatest.BeforeAndAfterEach
 import org.scalatest.funsuite.AnyFunSuite
 
-import io.lineagestore.format.{SnapshotZip, Hex}
+import io.lineagestore.format.{ContentHashes, SnapshotZip, Hex}
 import io.lineagestore.format.{CorruptCheckpointFileException, SnapshotIndex, StoreIdentity}
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.snapshot.RangedDownload
@@ -136,14 +136,20 @@ class RangedDownloadSuite extends AnyFunSuite with BeforeAndAfterEach {
   }
 
   /** Rewrites snapshot `id`'s INDEX as an older build wrote it: schema 1, no CRC32C. */
-  private def downgradeIndex(id: CheckpointId): Unit =
-    SnapshotZips.rewriteIndex(new File(new File(tmp, "remote"), id.snapshotFileName))(_.map { line =>
+  /** Rewrites the index of `id` as schema 1 wrote it: no CRC32C, every file known by its content's SHA-256.
+    */
+  private def downgradeIndex(id: CheckpointId): Unit = {
+    val remote = new File(tmp, "remote")
+    SnapshotZips.rewriteIndex(new File(remote, id.snapshotFileName))(_.map { line =>
       line.split(" ").toSeq match {
-        case Seq("lineagestore-snapshot-index", "2") => "lineagestore-snapshot-index 1"
-        case Seq("file", n, size, sha, _, blob)      => s"file $n $size $sha $blob"
-        case _                                       => line
+        case Seq("lineagestore-snapshot-index", _)  => "lineagestore-snapshot-index 1"
+        case Seq("file", n, size, identity, _, "-") => s"file $n $size $identity -"
+        case Seq("file", n, size, _, _, blob)       =>
+          s"file $n $size ${ContentHashes.sha256Of(new File(remote, SnapshotZip.sharedPath(blob)))} $blob"
+        case _ => line
       }
     })
+  }
 
   private def flipByte(blob: File, at: Long): Unit = {
     Files.deleteIfExists(new File(blob.getParentFile, s".${blob.getName}.crc").toPath)
