@@ -40,17 +40,26 @@ object SnapshotZip {
   }
 
   /** Reads a snapshot zip: its INDEX at once, checked (checksum, and that it is checkpoint `id` of `store`),
-    * then on request the inline files. Every failure is a [[CorruptCheckpointFileException]] naming
-    * `location`. Closing it closes `in`.
+    * then on request the inline files. Every failure of the zip's bytes (its structure, an entry's header or
+    * name, its data, damage the blob store found) is a [[CorruptCheckpointFileException]] naming `location`;
+    * the blob store's other failures (not reachable, missing) keep their types. Closing it closes `in`.
     */
   final class Reader(in: InputStream, location: String, store: StoreIdentity, id: CheckpointId)
       extends Closeable {
     private val zip = new ZipInputStream(new BufferedInputStream(in, 1 << 16))
 
-    val index: SnapshotIndex = readable {
-      val e = zip.getNextEntry
+    /** The current entry's bytes, read through [[zipRead]]; closing it leaves the zip open. */
+    private val entryBytes = new FilterInputStream(zip) {
+      override def read(): Int = zipRead(zip.read())
+      override def read(b: Array[Byte], off: Int, len: Int): Int = zipRead(zip.read(b, off, len))
+      override def skip(n: Long): Long = zipRead(zip.skip(n))
+      override def close(): Unit = ()
+    }
+
+    val index: SnapshotIndex = {
+      val e = zipRead(zip.getNextEntry)
       if (e == null || e.getName != IndexEntry) Corrupt(location, "no INDEX entry first in the zip")
-      val index = SnapshotIndex.parse(Corrupt.guard(location)(zip.readAllBytes()), location)
+      val index = SnapshotIndex.parse(zipRead(zip.readAllBytes()), location)
       if (index.store != store) Corrupt(location, s"it belongs to ${index.store}, not to $store")
       if (index.checkpoint != id) Corrupt(location, s"it holds checkpoint ${index.checkpoint}, not $id")
       index
@@ -58,15 +67,16 @@ object SnapshotZip {
 
     /** Hands each inline file to `use` with a stream of its bytes (as stored: the caller checks them against
       * the index line); fails on an entry the index does not keep inline and, at the end, on one missing.
+      * What `use` itself throws (writing its copy) keeps its type.
       */
-    def foreachInline(use: (SnapshotFile, InputStream) => Unit): Unit = readable {
+    def foreachInline(use: (SnapshotFile, InputStream) => Unit): Unit = {
       val inline = index.files.filter(_.blob.isEmpty).map(f => f.name -> f).toMap
       val seen = scala.collection.mutable.Set.empty[String]
-      var e = zip.getNextEntry
+      var e = zipRead(zip.getNextEntry)
       while (e != null) {
-        use(inline.getOrElse(e.getName, Corrupt(location, s"unexpected entry ${e.getName}")), zip)
+        use(inline.getOrElse(e.getName, Corrupt(location, s"unexpected entry ${e.getName}")), entryBytes)
         seen += e.getName
-        e = zip.getNextEntry
+        e = zipRead(zip.getNextEntry)
       }
       val missing = inline.keySet -- seen
       if (missing.nonEmpty) Corrupt(location, s"entries ${missing.toSeq.sorted.mkString(", ")} are missing")
@@ -74,8 +84,15 @@ object SnapshotZip {
 
     override def close(): Unit = zip.close()
 
-    private def readable[T](body: => T): T =
+    /** A read of the zip's own bytes, failing on damage as a [[CorruptCheckpointFileException]]. */
+    private def zipRead[T](body: => T): T =
       try Corrupt.guard(location)(body)
-      catch { case e: ZipException => throw new CorruptCheckpointFileException(location, e.getMessage, e) }
+      catch {
+        case e: ZipException => throw new CorruptCheckpointFileException(location, e.getMessage, e)
+        // java.util.zip decodes an entry's name strictly (a MalformedInputException inside) and refuses header
+        // fields it cannot use with these: bytes of a header that changed
+        case e @ (_: IllegalArgumentException | _: IndexOutOfBoundsException) =>
+          throw new CorruptCheckpointFileException(location, s"damaged zip entry header (${e.getMessage})", e)
+      }
   }
 }

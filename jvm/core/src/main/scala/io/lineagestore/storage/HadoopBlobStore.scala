@@ -16,6 +16,7 @@ import java.util.concurrent.{CompletableFuture, CompletionException}
 import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.{
   Abortable,
+  ChecksumException,
   CommonPathCapabilities,
   FSDataOutputStream,
   FileRange,
@@ -43,8 +44,11 @@ import org.apache.hadoop.util.functional.FutureIO
   * Failures of the filesystem itself (credentials refused, bucket missing, endpoint unreachable, errors that
   * outlasted the client's retries) surface as [[BlobStoreAccessException]], naming the operation, the full
   * location, the endpoint and what to do, also when they come out of the output stream a writer's `body`
-  * writes to (s3a uploads blocks while the body writes). Exceptions of the body's own, missing blobs and
-  * checksum or end-of-file errors while reading keep their own types.
+  * writes to (s3a uploads blocks while the body writes). Exceptions of the body's own, missing blobs
+  * ([[BlobNotFoundException]]) and end-of-file errors while reading keep their own types. Damage is decided
+  * here: a read the filesystem's own checksum refuses (Hadoop's `ChecksumException`, from the local `.crc`
+  * sidecar, HDFS or any checksummed filesystem) is a [[BlobDamagedException]] naming the blob, so nothing
+  * above this class sees Hadoop's exception classes.
   */
 class HadoopBlobStore(
     val root: Path,
@@ -69,6 +73,16 @@ class HadoopBlobStore(
 
   private def access(operation: String, location: String, e: Throwable): BlobStoreAccessException =
     BlobStoreAccessException(operation, location, endpoint, e)
+
+  /** The filesystem's own checksum of the bytes read does not match them (a local `.crc` sidecar, HDFS's
+    * block checksums): the blob's content is damaged, whatever filesystem said so.
+    */
+  private def damaged(name: String, e: ChecksumException): BlobDamagedException =
+    new BlobDamagedException(
+      locate(name),
+      s"the filesystem's checksum does not match its bytes at byte ${e.getPos} (they changed after they were written)",
+      e
+    )
 
   /** Runs a filesystem call, wrapping its I/O failures (but not the signals callers act on). */
   private def io[T](operation: String, name: String)(body: => T): T =
@@ -178,18 +192,25 @@ class HadoopBlobStore(
       try io("read", name)(fs.open(path(name)))
       catch { case _: FileNotFoundException => throw new BlobNotFoundException(locate(name)) }
     new FilterInputStream(in) {
-      private def wrap[T](body: => T): T =
-        try body
-        catch {
-          // checksum and end-of-file errors are the content's problem: the callers report a corrupt file
-          case e @ (_: EOFException | _: org.apache.hadoop.fs.ChecksumException) => throw e
-          case e: IOException => throw access("read", locate(name), e)
-        }
-      override def read(): Int = wrap(super.read())
-      override def read(b: Array[Byte], off: Int, len: Int): Int = wrap(super.read(b, off, len))
-      override def skip(n: Long): Long = wrap(super.skip(n))
+      override def read(): Int = reading(name)(super.read())
+      override def read(b: Array[Byte], off: Int, len: Int): Int = reading(name)(super.read(b, off, len))
+      override def skip(n: Long): Long = reading(name)(super.skip(n))
     }
   }
+
+  /** Runs a read of `name`'s bytes: damage the filesystem found is a [[BlobDamagedException]]; a read past
+    * the end stays an `EOFException` (the callers know how long the blob should be, and report it truncated);
+    * any other failure is the store's ([[BlobStoreAccessException]]).
+    */
+  private def reading[T](name: String)(body: => T): T =
+    try body
+    catch {
+      case e: ChecksumException        => throw damaged(name, e)
+      case e: EOFException             => throw e
+      case e: BlobStoreAccessException => throw e
+      case _: FileNotFoundException    => throw new BlobNotFoundException(locate(name))
+      case e: IOException              => throw access("read", locate(name), e)
+    }
 
   /** Vectored reads: s3a issues one ranged GET per range, concurrently (its own thread pool); other
     * filesystems read the ranges their own way. The length is given, so s3a sends no HEAD first.
@@ -209,7 +230,7 @@ class HadoopBlobStore(
     new RangeReader {
       override def read(offset: Long, length: Int): CompletableFuture[ByteBuffer] = {
         val range = FileRange.createFileRange(offset, length)
-        io("read", name)(in.readVectored(java.util.List.of(range), (n: Int) => ByteBuffer.allocate(n)))
+        reading(name)(in.readVectored(java.util.List.of(range), (n: Int) => ByteBuffer.allocate(n)))
         range.getData.handle[ByteBuffer] { (data, failure) =>
           failure match {
             case null => data
@@ -219,7 +240,8 @@ class HadoopBlobStore(
               }
               throw (cause match {
                 case e @ (_: EOFException | _: BlobStoreAccessException) => new CompletionException(e)
-                case _: FileNotFoundException                            =>
+                case e: ChecksumException     => new CompletionException(damaged(name, e))
+                case _: FileNotFoundException =>
                   new CompletionException(new BlobNotFoundException(locate(name)))
                 case e: IOException => new CompletionException(access("read", locate(name), e))
                 case e              => new CompletionException(e)

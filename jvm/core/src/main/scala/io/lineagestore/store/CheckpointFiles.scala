@@ -94,25 +94,11 @@ final class CheckpointFiles(
     val in =
       try blobs.open(id.deltaFileName)
       catch { case _: BlobNotFoundException => return None }
-    try
-      fsChecked(id.deltaFileName) {
-        val h = DeltaFile.readHeader(in, blobs.locate(id.deltaFileName), store, id)
-        Some(Lineage(h.ancestors, h.fromEmpty))
-      }
-    finally in.close()
+    try {
+      val h = DeltaFile.readHeader(in, blobs.locate(id.deltaFileName), store, id)
+      Some(Lineage(h.ancestors, h.fromEmpty))
+    } finally in.close()
   }
-
-  /** A filesystem-level checksum failure (HDFS, local .crc) is a corrupt file like any other. */
-  private def fsChecked[T](name: String)(body: => T): T =
-    try body
-    catch {
-      case e: org.apache.hadoop.fs.ChecksumException =>
-        throw new CorruptCheckpointFileException(
-          blobs.locate(name),
-          "the filesystem's checksum does not match",
-          e
-        )
-    }
 
   override def hasSnapshot(id: CheckpointId): Boolean = blobs.exists(id.snapshotFileName)
 
@@ -129,7 +115,7 @@ final class CheckpointFiles(
         case e: BlobNotFoundException =>
           throw new CorruptCheckpointFileException(blobs.locate(name), "it is missing", e)
       }
-    try fsChecked(name)(DeltaFile.read(in, blobs.locate(name), store, id)(onRecord))
+    try DeltaFile.read(in, blobs.locate(name), store, id)(onRecord)
     finally in.close()
   }
 
@@ -215,8 +201,11 @@ final class CheckpointFiles(
 
   /** Restores snapshot `id` into `target` (a closed RocksDB directory): keeps local files whose content the
     * snapshot has, downloads the missing shared blobs in parallel verifying each checksum as it streams,
-    * extracts the small files, and removes everything else. `knownHashes` describes the files now in `target`
-    * and is replaced by the snapshot's files on success.
+    * extracts the small files, removes everything else, and checks the directory it built against the index
+    * ([[LocalCopyCheck]]). Every failure of a file read (damaged, truncated, foreign, missing) is a
+    * [[CorruptCheckpointFileException]] naming that file; a directory that does not match is one naming the
+    * zip. `knownHashes` describes the files now in `target` and is replaced by the snapshot's files on
+    * success.
     */
   def restoreSnapshot(
       id: CheckpointId,
@@ -240,6 +229,7 @@ final class CheckpointFiles(
       plan.removeLocal.foreach(n => Files.deleteIfExists(new File(target, n).toPath))
       PoolTasks.runAll(transferPool, plan.download.map(f => () => download(f, new File(target, f.name))))
       zip.foreachInline((f, in) => writeVerified(in, new File(target, f.name), f, location))
+      LocalCopyCheck.verify(index, target, location)
       knownHashes.replaceAll(index.files.map(f => f.name -> (f.size, f.identity)).toMap)
       val moved = plan.download ++ plan.inline
       (index, TransferStats(moved.size, moved.map(_.size).sum, plan.keep.size, plan.keep.map(_.size).sum))
@@ -272,14 +262,14 @@ final class CheckpointFiles(
       val reader =
         try blobs.openRanges(blob, f.size)
         catch { case e: BlobNotFoundException => throw missing(e) }
-      try downloadRanges(reader, parts, dest, f, blobs.locate(blob))
+      try Corrupt.guard(blobs.locate(blob))(downloadRanges(reader, parts, dest, f, blobs.locate(blob)))
       catch { case e: BlobNotFoundException => throw missing(e) }
       finally reader.close()
     } else {
       val in =
         try blobs.open(blob)
         catch { case e: BlobNotFoundException => throw missing(e) }
-      try writeVerified(in, dest, f, blobs.locate(blob))
+      try Corrupt.guard(blobs.locate(blob))(writeVerified(in, dest, f, blobs.locate(blob)))
       finally in.close()
     }
   }

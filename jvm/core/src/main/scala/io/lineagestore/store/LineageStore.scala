@@ -4,7 +4,7 @@ import java.io.File
 import java.util.concurrent.atomic.AtomicReference
 
 import io.lineagestore.engine.{CloseableIterator, LocalRocksDb}
-import io.lineagestore.format.{DeltaRecordKind, FamilyKeys, SnapshotIndex}
+import io.lineagestore.format.{CorruptCheckpointFileException, DeltaRecordKind, FamilyKeys, SnapshotIndex}
 import io.lineagestore.storage.BlobNotFoundException
 import io.lineagestore.lineage._
 
@@ -139,7 +139,7 @@ final class LineageStore(
     val start = clock()
     db.abort()
     next = null
-    replaceLocalDirectory(() => deleteRecursively(dbDir))
+    replaceLocalDirectory()(() => deleteRecursively(dbDir))
     local.set(LocalState(Some(CheckpointId.Empty), Nil, version, version, new HashCache, version))
     columnFamilies.reload()
     // what was committed before is another lineage now: clean-up waits for the next load to learn the new one
@@ -163,23 +163,33 @@ final class LineageStore(
         val ancestors = plan.lineage ++ below
         before.copy(ancestors = ancestors.takeWhile(_.version >= before.presumedSnapshotVersion))
       case LoadBase.Empty =>
-        replaceLocalDirectory(() => deleteRecursively(dbDir))
+        replaceLocalDirectory()(() => deleteRecursively(dbDir))
         LocalState(None, plan.lineage, 0, 0, new HashCache, 0)
       case LoadBase.Snapshot(s) =>
         val hashes = before.hashes.copy()
-        replaceLocalDirectory { () =>
-          val (index, stats) =
+        val zip = files.blobs.locate(s.snapshotFileName)
+        // what a snapshot restored becomes is its own: RocksDB refusing it is damage of that snapshot
+        val unopenable = (e: Throwable) =>
+          DamagedSnapshot(
+            s,
+            new CorruptCheckpointFileException(
+              zip,
+              s"RocksDB cannot open the directory restored from it (${e.getMessage})",
+              e
+            )
+          )
+        val (index, stats) = replaceLocalDirectory(unopenable) { () =>
+          val restored =
             try files.restoreSnapshot(s, dbDir, hashes)
-            catch {
-              case e: Throwable => throw DamagedSnapshot.of(s, e, files.blobs.locate(s.snapshotFileName))
-            }
-          uploads.lastUploaded = Some(index)
-          cleanups.indexKnown(s, index)
-          counters.filesDownloaded.addAndGet(stats.filesMoved)
-          counters.bytesDownloaded.addAndGet(stats.bytesMoved)
-          counters.filesReused.addAndGet(stats.filesReused)
+            catch { case e: Throwable => throw DamagedSnapshot.of(s, e, zip) }
           crash.at(CrashPoints.RestoreAfterSnapshotFiles)
+          restored
         }
+        uploads.lastUploaded = Some(index)
+        cleanups.indexKnown(s, index)
+        counters.filesDownloaded.addAndGet(stats.filesMoved)
+        counters.bytesDownloaded.addAndGet(stats.bytesMoved)
+        counters.filesReused.addAndGet(stats.filesReused)
         LocalState(None, plan.lineage.takeWhile(_.version >= s.version), s.version, 0, hashes, s.version)
     }
     plan.deltas.foreach(replay)
@@ -189,15 +199,40 @@ final class LineageStore(
   }
 
   /** Closes RocksDB around `body`, which replaces the directory's files; what the DB holds is unknown until
-    * the caller sets it.
+    * the caller sets it. RocksDB is open again however `body` ends: on a directory `body` left half replaced
+    * that RocksDB cannot open, on an empty one (nothing of it is trusted, and the body's failure is the one
+    * to report, not RocksDB's at its leftovers). When RocksDB cannot open what a successful `body` built, the
+    * directory is emptied too and the failure is reported as `unopenable` makes it.
     */
-  private def replaceLocalDirectory(body: () => Unit): Unit = {
+  private def replaceLocalDirectory[T](unopenable: Throwable => Throwable = identity[Throwable])(
+      body: () => T
+  ): T = {
     // a new generation of the directory: nothing of the old one's hashes holds once a file may have changed
     local.set(LocalState.Unknown(new HashCache))
     db.closeForReplace()
-    try body()
-    finally db.reopen()
+    val result =
+      try body()
+      catch { case t: Throwable => reopenOrEmpty(t); throw t }
+    try db.reopen()
+    catch {
+      case scala.util.control.NonFatal(e) =>
+        val failure = unopenable(e)
+        reopenOrEmpty(failure)
+        throw failure
+    }
+    result
   }
+
+  /** Opens RocksDB on the directory, or, if it cannot be opened, on an empty one (noting why in `failure`).
+    */
+  private def reopenOrEmpty(failure: Throwable): Unit =
+    try db.reopen()
+    catch {
+      case scala.util.control.NonFatal(e) =>
+        failure.addSuppressed(e)
+        deleteRecursively(dbDir)
+        db.reopen()
+    }
 
   /** Replays one verified delta into the local DB (in chunks: a failure midway fails the load, which then
     * leaves the local state unknown).

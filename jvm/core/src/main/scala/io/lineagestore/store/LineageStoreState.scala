@@ -42,6 +42,15 @@ private[store] object LineageStoreState {
     case _                                 => false
   }
 
+  /** The file a failed load found unusable (damaged, foreign or missing), as the error naming it; None for a
+    * failure that is not about a file (the blob store unreachable, the local disk).
+    */
+  def unusableFile(t: Throwable): Option[CorruptCheckpointFileException] =
+    Iterator.iterate(t)(_.getCause).takeWhile(_ != null).collectFirst {
+      case c: CorruptCheckpointFileException => c
+      case l: LineageException               => new CorruptCheckpointFileException(l.file, l.getMessage, l)
+    }
+
   /** What the local DB holds, as one value.
     *
     * @param loaded

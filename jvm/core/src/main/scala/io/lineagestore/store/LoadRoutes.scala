@@ -13,8 +13,10 @@ import io.lineagestore.lineage.{CheckpointId, LoadPlan}
   *   - a file gone: clean-up (in this process or another) deleted an older base once a newer snapshot of the
   *     lineage was complete, between planning and reading; planned again from what exists now, at most
   *     [[LineageStoreState.MaxReplans]] times;
-  *   - a file gone on a detour's route: the damage is the cause, named with the route that failed;
-  *   - anything else fails the load.
+  *   - a file gone or damaged on a detour's route (or more damaged snapshots than detours allowed): no route
+  *     is left, and the load fails naming every damaged file and the versions they leave unbuildable
+  *     ([[NoRouteException]]);
+  *   - anything else fails the load as it is (a damaged file with no detour taken names itself).
   * `failed` runs after every failed attempt (what the local directory holds is unknown then).
   */
 private[store] object LoadRoutes {
@@ -40,18 +42,14 @@ private[store] object LoadRoutes {
                 counters.snapshotDetours.incrementAndGet()
                 detoured = true
                 null
+              case DamagedSnapshot(id, cause) if skipped.nonEmpty =>
+                throw NoRouteException(target, (skipped.toSeq :+ (id -> cause)).map(_._2))
               case DamagedSnapshot(_, cause)                     => throw cause
               case _ if replans < MaxReplans && isMissingFile(t) =>
                 counters.loadsReplanned.incrementAndGet()
                 null
-              case _ if skipped.nonEmpty && isMissingFile(t) =>
-                val (id, first) = skipped.head
-                throw new CorruptCheckpointFileException(
-                  first.file,
-                  s"${first.detail}, and no other route rebuilds $target without snapshot $id " +
-                    s"(${t.getMessage})",
-                  first
-                )
+              case _ if skipped.nonEmpty && unusableFile(t).isDefined =>
+                throw NoRouteException(target, skipped.values.toSeq :+ unusableFile(t).get)
               case _ => throw t
             }
         }
