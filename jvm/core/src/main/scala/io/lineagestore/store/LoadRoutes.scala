@@ -42,8 +42,8 @@ private[store] object LoadRoutes {
                 counters.snapshotDetours.incrementAndGet()
                 detoured = true
                 null
-              case DamagedSnapshot(id, cause) if skipped.nonEmpty =>
-                throw NoRouteException(target, (skipped.toSeq :+ (id -> cause)).map(_._2))
+              case DamagedSnapshot(_, cause) if skipped.nonEmpty =>
+                throw NoRouteException(target, skipped.values.toSeq :+ cause)
               case DamagedSnapshot(_, cause)                     => throw cause
               case _ if replans < MaxReplans && isMissingFile(t) =>
                 counters.loadsReplanned.incrementAndGet()

@@ -33,7 +33,7 @@ final class NoRouteException(
     val which = if (from == to) s"version $to" else s"versions $from..$to"
     s"lineagestore cannot rebuild checkpoint $target: no other route rebuilds it from the files left. " +
       s"Damaged or missing: ${unusable.map(e => s"${e.file} (${e.detail})").mkString("; ")}. " +
-      s"$which of this lineage need one of them and cannot be rebuilt. What to do: put the files back from a " +
+      s"No route rebuilds $which of this lineage without them. What to do: put the files back from a " +
       "backup and restart the query, or restart it from the last batch whose state loads without them, as " +
       "docs/operations.md#restarting-from-an-older-checkpoint says (`lineagestore verify <checkpoint>` names " +
       "the damaged files and the batches that need them). Nothing was loaded."
