@@ -99,6 +99,7 @@ object AdjunctReplicas {
     private var local: AdjunctLocalStore = _ // opened by the first acquire
     private var view: CommittedView = _ // of the version local holds (null: none taken since its last load)
     private var readers = 0
+    private var mostReaders = 0 // the most tasks that held the replica at once (tests: lookups overlapped)
     private var markerSeq = 0L // guarded like the rest: marks are written under this monitor
     private var lastMarker: Option[String] = None
     private var marked: Option[CheckpointId] = None // what the last marker written says the replica holds
@@ -119,6 +120,7 @@ object AdjunctReplicas {
       // fails the write)
       if (!marked.contains(id)) mark(id)
       readers += 1
+      mostReaders = math.max(mostReaders, readers)
       view
     }
 
@@ -155,7 +157,9 @@ object AdjunctReplicas {
 
     def release(): Unit = synchronized { readers -= 1; notifyAll() }
 
-    /** The version the replica holds and what its loads cost so far (tests, reports). */
+    /** The version the replica holds, what its loads cost so far and the most tasks that read it at once
+      * (tests, reports).
+      */
     def stats: Map[String, Long] = synchronized {
       Option(local).fold(Map.empty[String, Long]) { l =>
         val c = l.store.counters
@@ -164,7 +168,8 @@ object AdjunctReplicas {
           "bytesDownloaded" -> c.bytesDownloaded.get,
           "filesDownloaded" -> c.filesDownloaded.get,
           "bytesReused" -> c.bytesReused.get,
-          "deltasReplayed" -> c.deltasReplayed.get
+          "deltasReplayed" -> c.deltasReplayed.get,
+          "mostReaders" -> mostReaders.toLong
         )
       }
     }
