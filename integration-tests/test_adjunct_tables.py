@@ -482,3 +482,47 @@ def test_local_copies_live_under_the_sessions_local_dir_and_a_bad_setting_is_nam
         assert [v["version"] for v in adjunct.versions(spark, table)] == [1]  # nothing committed
     finally:
         spark.conf.unset(LOCAL_DIR_KEY) if before is None else spark.conf.set(LOCAL_DIR_KEY, before)
+
+
+def test_concurrent_tasks_look_up_one_replica_at_two_versions(spark, tmp_path):
+    """``local[2]``: the tasks of a lookup read the executor's one replica at once (its readers-writer gate
+    lets every task of the loaded version in), and the replica reloads between the two versions. Each lookup
+    of 100,000 events into a 20,000-key table must give every event its version's row. Before the lookups read
+    a committed view of the replica, each recorded its read in the store's batch in progress, a table one
+    thread may use: two tasks failed with ``ArrayIndexOutOfBoundsException`` in ``KeyTable`` or spun forever
+    (issue 52); ``ConcurrentReplicaSuite`` is the stress test that failed on that code.
+    """
+    n = 20000
+    table = str(tmp_path / "table")
+    first = spark.range(n).selectExpr(
+        "cast(id as int) id",
+        "'upsert' op",
+        "cast(1 as long) seq",
+        "concat('a', id) name",
+        "cast(id as double) score",
+    )
+    assert adjunct.maintain_batch(first, 0, table, ["id"], "seq") == 1
+    every_third = spark.range(0, n, 3).selectExpr(
+        "cast(id as int) id",
+        "'upsert' op",
+        "cast(2 as long) seq",
+        "concat('b', id) name",
+        "cast(-id as double) score",
+    )
+    assert adjunct.maintain_batch(every_third, 1, table, ["id"], "seq") == 2
+    # a tenth of the events' keys are not in the table; four tasks over the two cores
+    events = spark.range(100000).selectExpr("cast(id as int) event", "cast((id * 7919) % 22000 as int) id")
+    events = events.repartition(4)
+    expected = {
+        1: "case when id < 20000 then concat('a', id) end",
+        2: "case when id >= 20000 then null when id % 3 = 0 then concat('b', id) else concat('a', id) end",
+    }
+    for version in (1, 2):
+        enriched = adjunct.lookup(events, table, version=version)
+        checked = enriched.selectExpr(
+            "count(*) events", f"sum(case when name <=> ({expected[version]}) then 0 else 1 end) wrong"
+        ).first()
+        assert (checked["events"], checked["wrong"]) == (100000, 0), f"version {version}: {checked}"
+        stats = adjunct.local_replica_stats(spark, table)
+        assert stats["version"] == version
+    assert stats["mostReaders"] >= 2, f"no two tasks read the replica at once: {stats}"

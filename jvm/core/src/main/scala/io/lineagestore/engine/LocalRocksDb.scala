@@ -20,9 +20,19 @@ import org.rocksdb._
   * is done, reads look through the batch it writes (the in-flight batch), and whatever needs RocksDB itself
   * to hold it (another commit, a scan, a flush or checkpoint, closing) waits for it first.
   *
-  * Not thread-safe for writes: one task uses a store at a time (Spark's contract), and the in-flight batch is
-  * set and cleared by that task's thread only; the apply thread reads the batch handed to it and writes it to
-  * RocksDB, nothing else. Snapshot creation by maintenance only reads.
+  * Threads. One thread owns the store at a time (the task's: Spark's contract) and alone calls everything but
+  * what follows: [[get]], [[exists]] and [[scan]] read the batch in progress, and [[get]] remembers each read
+  * in it for the batch's later writes ([[PendingWrites.noteRead]]), state confined to that thread. The
+  * in-flight batch is set and cleared by the owning thread only; the apply thread reads the batch handed to
+  * it and writes it to RocksDB, nothing else (the owner's reads of that batch only read it too). Snapshot
+  * creation by maintenance only reads. [[readCommitted]] and [[scanCommitted]] are for readers that share the
+  * store (the tasks of an executor reading an adjunct table's replica): they read RocksDB only, whose gets
+  * and iterators are thread-safe, and change nothing of this object but the set of open iterators (guarded by
+  * its own monitor), so any number of threads may call them at once, and with the owner's writes to the batch
+  * in progress, which they never see; never with a load, commit or close (which reopen or write RocksDB under
+  * them: the caller's lock keeps those apart), and only with no batch in flight. The fields they read (`db`,
+  * `behind`) are published to them by that lock; `inFlight` is volatile. [[approximateMemoryBytes]] may be
+  * read from any thread (metrics), a batch behind.
   *
   * `openLog` opens each batch's [[BatchLog]] (see [[PendingWrites]]); a commit discards a log not taken.
   */
@@ -151,6 +161,34 @@ final class LocalRocksDb(
   /** The committed value only, ignoring the batch in progress (the in-flight batch, if any, is committed). */
   def getCommitted(key: Array[Byte]): Array[Byte] = committed(key)
 
+  /** The committed value of `key` as RocksDB holds it, for threads that share the store (see the class
+    * comment): the batch in progress is neither read nor told of the read, and nothing of this object
+    * changes. Fails if a committed batch is still in flight (RocksDB may not hold it yet: [[awaitApplied]]
+    * first) or never reached RocksDB.
+    */
+  def readCommitted(key: Array[Byte]): Array[Byte] = {
+    requireSettled()
+    db.get(readOptions, key)
+  }
+
+  /** Keys in [from, until) in bytewise order as RocksDB holds them (the batch in progress not overlaid), for
+    * threads that share the store, as [[readCommitted]]; each iterator is its caller's alone.
+    */
+  def scanCommitted(from: Array[Byte], until: Array[Byte]): CloseableIterator[(Array[Byte], Array[Byte])] = {
+    requireSettled()
+    committedRange(from, until)
+  }
+
+  // what readCommitted and scanCommitted require, checked without waiting or settling anything
+  private def requireSettled(): Unit = {
+    if (inFlight != null)
+      throw new IllegalStateException(
+        s"the local RocksDB in $dir is still writing a committed batch: a read of committed state shared " +
+          "between threads needs it written first (awaitApplied, by the store's owner)"
+      )
+    if (behind != null) throw new LocalApplyFailed(dir, behind)
+  }
+
   private def committed(key: Array[Byte]): Array[Byte] = {
     committedLookups += 1
     val f = inFlight
@@ -196,18 +234,35 @@ final class LocalRocksDb(
     */
   def scan(from: Array[Byte], until: Array[Byte]): CloseableIterator[(Array[Byte], Array[Byte])] = {
     settleInFlight(rethrow = true)
+    val base = committedRange(from, until)
+    val batch = pending.range(from, until)
+    new MergedIterator(base, batch, () => { batch.close(); base.close() })
+  }
+
+  // RocksDB's keys in [from, until): an iterator of its own, closed when exhausted, by the caller, or with
+  // RocksDB
+  private def committedRange(
+      from: Array[Byte],
+      until: Array[Byte]
+  ): CloseableIterator[(Array[Byte], Array[Byte])] = {
     val it = db.newIterator(readOptions)
     openIterators.synchronized(openIterators += it)
     it.seek(from)
-    val base = new Iterator[(Array[Byte], Array[Byte])] {
-      override def hasNext: Boolean =
-        it.isOwningHandle && it.isValid && (until == null || PendingWrites.Order.compare(it.key(), until) < 0)
+    new CloseableIterator[(Array[Byte], Array[Byte])] {
+      override def hasNext: Boolean = {
+        val more =
+          it.isOwningHandle && it.isValid && (until == null || PendingWrites.Order.compare(
+            it.key(),
+            until
+          ) < 0)
+        if (!more) close()
+        more
+      }
       override def next(): (Array[Byte], Array[Byte]) = {
         val kv = (it.key(), it.value()); it.next(); kv
       }
+      override def close(): Unit = closeIterator(it)
     }
-    val batch = pending.range(from, until)
-    new MergedIterator(base, batch, () => { batch.close(); closeIterator(it) })
   }
 
   /** Applies the batch in progress to RocksDB and clears it, waiting until it is written (a failed write

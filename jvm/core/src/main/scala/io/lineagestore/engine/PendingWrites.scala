@@ -26,7 +26,11 @@ class PendingWritesLimitException(message: String, cause: Throwable = null)
   * commit.
   *
   * Confined to the thread of the task using the store (Spark's contract: one task per store at a time);
-  * [[sizeBytes]] alone may be read from another thread (metrics), and may then be a batch behind.
+  * [[sizeBytes]] alone may be read from another thread (metrics), and may then be a batch behind. Threads
+  * that share a store's reads (an adjunct table's replica, read by an executor's tasks at once) never reach
+  * it: they read RocksDB only ([[LocalRocksDb.readCommitted]]), since a read here is remembered
+  * ([[noteRead]]), a write to this table. Once a batch is committed and handed to the apply thread, it and
+  * the task thread both only read it.
   *
   * A key's first value in the batch is copied into the batch's [[ValueArena]] (the table keeps its position),
   * so the values of a large batch are a few region-sized arrays the garbage collector never copies; later

@@ -20,6 +20,12 @@ import io.lineagestore.lineage._
   * their upload; it says how it is shared), each generation's [[HashCache]] (concurrent), [[PendingBlobs]]
   * and [[LineageCleanup]] (each guarded). The local RocksDB's in-flight batch is the task thread's alone
   * ([[LocalRocksDb]]).
+  *
+  * Readers sharing one store (the executor's tasks reading an adjunct table's replica) read through a
+  * [[CommittedView]] ([[committedView]]), which any number of threads may read at once: never through [[get]]
+  * or [[scan]], which read the batch in progress and, for [[get]], remember the read in it for the batch's
+  * writes (the task thread's alone). A view is read only while this store neither loads, commits nor closes
+  * (the caller's lock keeps them apart; the view fails if used after one).
   */
 final class LineageStore(
     files: CheckpointFiles,
@@ -255,6 +261,10 @@ final class LineageStore(
 
   // ---- reads and writes of the batch in progress ----------------------------------------------------------
 
+  /** The key's value, the batch in progress included; remembered for the batch's writes (its existence check
+    * then needs no lookup: [[LocalRocksDb.get]]), so the owning task's thread only. Threads sharing reads use
+    * a [[committedView]].
+    */
   def get(cf: Int, key: Array[Byte]): Array[Byte] = db.get(FamilyKeys.fullKey(cf, key))
 
   /** `everyChange` (multi-valued families): the delta records this change beside the key's earlier ones in
@@ -282,18 +292,22 @@ final class LineageStore(
   }
 
   /** Keys of family `cf` in [from, until) (user keys; until null = to the family's end). */
-  def scan(cf: Int, from: Array[Byte], until: Array[Byte]): CloseableIterator[(Array[Byte], Array[Byte])] = {
-    val inner = db.scan(
-      FamilyKeys.fullKey(cf, from),
-      if (until == null) FamilyKeys.prefix(cf + 1) else FamilyKeys.fullKey(cf, until)
-    )
-    new CloseableIterator[(Array[Byte], Array[Byte])] {
-      override def hasNext: Boolean = inner.hasNext
-      override def next(): (Array[Byte], Array[Byte]) = {
-        val (k, v) = inner.next(); (FamilyKeys.userKey(k), v)
-      }
-      override def close(): Unit = inner.close()
-    }
+  def scan(cf: Int, from: Array[Byte], until: Array[Byte]): CloseableIterator[(Array[Byte], Array[Byte])] =
+    scanFamily(cf, from, until)(db.scan)
+
+  /** A read-only view of the checkpoint now loaded, for threads that share this store's reads (see
+    * [[CommittedView]]). Taken by the thread that loaded, with nothing else using the store; waits for the
+    * last commit's batch to be in RocksDB first.
+    */
+  def committedView(): CommittedView = {
+    db.awaitApplied()
+    val at = local.get
+    if (at.loaded.isEmpty)
+      throw new IllegalStateException(
+        s"the store at ${files.blobs.locate("")} has no checkpoint loaded (its last load failed, or none ran): " +
+          "load one before taking a view of its committed state"
+      )
+    new CommittedView(db, at, () => local.get)
   }
 
   def pendingBytes: Long = db.pending.sizeBytes
@@ -497,4 +511,23 @@ final class LineageStore(
 
 private[store] object LineageStore {
   private def deleteRecursively(f: File): Unit = LocalDirectories.deleteRecursively(f)
+
+  /** The keys of family `cf` in [from, until) (user keys; until null = to the family's end), read by `scan`
+    * over full keys.
+    */
+  def scanFamily(cf: Int, from: Array[Byte], until: Array[Byte])(
+      scan: (Array[Byte], Array[Byte]) => CloseableIterator[(Array[Byte], Array[Byte])]
+  ): CloseableIterator[(Array[Byte], Array[Byte])] = {
+    val inner = scan(
+      FamilyKeys.fullKey(cf, from),
+      if (until == null) FamilyKeys.prefix(cf + 1) else FamilyKeys.fullKey(cf, until)
+    )
+    new CloseableIterator[(Array[Byte], Array[Byte])] {
+      override def hasNext: Boolean = inner.hasNext
+      override def next(): (Array[Byte], Array[Byte]) = {
+        val (k, v) = inner.next(); (FamilyKeys.userKey(k), v)
+      }
+      override def close(): Unit = inner.close()
+    }
+  }
 }

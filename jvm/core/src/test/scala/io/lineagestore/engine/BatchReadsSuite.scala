@@ -129,4 +129,42 @@ class BatchReadsSuite extends AnyFunSuite {
       assert(!db.exists(r(n)) && db.committedLookups == before)
     }
   }
+
+  test(
+    "a read of committed state for threads sharing the store leaves no trace in the batch, and needs no batch in flight"
+  ) {
+    val held = new java.util.concurrent.LinkedBlockingQueue[Runnable]
+    @volatile var holding = false // the apply pool holds each batch's write until the test runs it
+    val applyPool: java.util.concurrent.Executor = r => if (holding) held.add(r) else r.run()
+    val dir = TempDirs.create("lineagestore-batch-reads")
+    val db =
+      new LocalRocksDb(dir, RocksDbTuning(64L << 20, 16L << 20), Long.MaxValue, "maxPendingBytes", applyPool)
+    def keys(it: CloseableIterator[(Array[Byte], Array[Byte])]) =
+      try it.map(kv => new String(kv._1, UTF_8)).toList
+      finally it.close()
+    try {
+      db.put(k(1), v)
+      db.commit()
+      assert(db.readCommitted(k(1)) sameElements v)
+      assert(db.readCommitted(k(2)) == null)
+      var before = db.committedLookups
+      assert(db.exists(k(1)) && !db.exists(k(2)))
+      assert(db.committedLookups == before + 2, "a shared read was remembered in the batch")
+      db.get(k(4)) // the owner's read is (a write's existence check then looks nothing up)
+      before = db.committedLookups
+      assert(!db.exists(k(4)) && db.committedLookups == before)
+      db.put(k(3), v) // the batch in progress: not committed state
+      assert(db.readCommitted(k(3)) == null)
+      assert(keys(db.scanCommitted(k(0), null)) == List("key-0001"))
+      assert(keys(db.scan(k(0), null)) == List("key-0001", "key-0003"))
+      holding = true
+      db.commitInBackground()
+      intercept[IllegalStateException](db.readCommitted(k(3))) // RocksDB may not hold the batch yet
+      intercept[IllegalStateException](db.scanCommitted(k(0), null))
+      held.take().run()
+      db.awaitApplied()
+      assert(db.readCommitted(k(3)) sameElements v)
+      assert(keys(db.scanCommitted(k(0), null)) == List("key-0001", "key-0003"))
+    } finally { holding = false; db.close() }
+  }
 }

@@ -65,10 +65,14 @@ object AdjunctLocalStore {
 /** The executor's read-only replicas: one per adjunct table (store path; per partition of a partitioned
   * table), shared by the executor's tasks.
   *
-  * Guarded: each [[Replica]]'s monitor guards its `readers` count and the version its store holds, as a
-  * readers-writer gate: tasks reading the loaded version share it (RocksDB gets need no lock, and a replica
-  * has no pending writes); a task wanting another version waits until no task reads, then loads it. The map
-  * of replicas is guarded by this object's monitor.
+  * Threads: each [[Replica]]'s monitor guards its `readers` count, its store (the version it holds, its
+  * loads) and its markers, as a readers-writer gate: tasks reading the loaded version hold it together, each
+  * reading through the one [[CommittedView]] of that version, which any number of threads may read at once
+  * (no per-read state: a store's own `get` would record each read in its batch in progress, a table one
+  * thread may use; tasks sharing it failed with `ArrayIndexOutOfBoundsException` in `KeyTable` or spun
+  * forever, issue 52); a task wanting another version waits until no task reads, then loads it and takes the
+  * new version's view, all under the monitor. The monitor's release and acquire publish the store's state
+  * from the loading thread to the readers. The map of replicas is guarded by this object's monitor.
   */
 object AdjunctReplicas {
   private val replicas = mutable.Map.empty[String, Replica]
@@ -93,22 +97,31 @@ object AdjunctReplicas {
 
   final class Replica(storePath: String, confEntries: Map[String, String], partition: Int) {
     private var local: AdjunctLocalStore = _ // opened by the first acquire
+    private var view: CommittedView = _ // of the version local holds (null: none taken since its last load)
     private var readers = 0
+    private var mostReaders = 0 // the most tasks that held the replica at once (tests: lookups overlapped)
     private var markerSeq = 0L // guarded like the rest: marks are written under this monitor
     private var lastMarker: Option[String] = None
     private var marked: Option[CheckpointId] = None // what the last marker written says the replica holds
 
-    /** Holds the replica at `id` until [[release]]; loads it first if no reader holds another version. */
-    def acquire(id: CheckpointId): LineageStore = synchronized {
+    /** Holds the replica at `id` until [[release]]; loads it first, once no reader holds another version. The
+      * view returned may be read by the calling task's threads until then, beside the other readers.
+      */
+    def acquire(id: CheckpointId): CommittedView = synchronized {
       while (readers > 0 && !local.store.loadedCheckpoint.contains(id)) wait()
       if (local == null)
         local = new AdjunctLocalStore(storePath, confEntries, "replica", Int.MaxValue, partition)
-      if (!local.store.loadedCheckpoint.contains(id)) local.load(id)
+      if (!local.store.loadedCheckpoint.contains(id)) {
+        view = null // a load that fails midway leaves no view of what the store held before
+        local.load(id)
+      }
+      if (view == null) view = local.store.committedView()
       // also when the version is unchanged but its marker was not written (a task killed by an interrupt
       // fails the write)
       if (!marked.contains(id)) mark(id)
       readers += 1
-      local.store
+      mostReaders = math.max(mostReaders, readers)
+      view
     }
 
     /** Records the version now held in the table's replica markers (one small write per version change, not
@@ -144,7 +157,9 @@ object AdjunctReplicas {
 
     def release(): Unit = synchronized { readers -= 1; notifyAll() }
 
-    /** The version the replica holds and what its loads cost so far (tests, reports). */
+    /** The version the replica holds, what its loads cost so far and the most tasks that read it at once
+      * (tests, reports).
+      */
     def stats: Map[String, Long] = synchronized {
       Option(local).fold(Map.empty[String, Long]) { l =>
         val c = l.store.counters
@@ -153,7 +168,8 @@ object AdjunctReplicas {
           "bytesDownloaded" -> c.bytesDownloaded.get,
           "filesDownloaded" -> c.filesDownloaded.get,
           "bytesReused" -> c.bytesReused.get,
-          "deltasReplayed" -> c.deltasReplayed.get
+          "deltasReplayed" -> c.deltasReplayed.get,
+          "mostReaders" -> mostReaders.toLong
         )
       }
     }
