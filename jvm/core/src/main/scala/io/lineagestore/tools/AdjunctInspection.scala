@@ -2,6 +2,7 @@ package io.lineagestore.tools
 
 import org.apache.hadoop.fs.Path
 
+import io.lineagestore.config.LineageConf
 import io.lineagestore.format.{AdjunctCommit, AdjunctTableLog}
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.storage.HadoopBlobStore
@@ -15,7 +16,9 @@ object AdjunctInspection {
 
   /** Whether `uri` holds an adjunct table (its `_adjunct/table.properties`). */
   def isTable(uri: String): Boolean =
-    new AdjunctTableLog(new HadoopBlobStore(new Path(uri), ToolEnv.hadoopConf)).readMeta().isDefined
+    new AdjunctTableLog(
+      new HadoopBlobStore(new Path(uri), ToolEnv.hadoopConf, LineageConf.DeltaUploadPartBytes.default)
+    ).readMeta().isDefined
 
   /** JSON: `{"table", "partitions", "schema": {...}, "versions": [{"version", "uniqueId", "sourceBatchId",
     * "files"}], "store": {"deltas", "deltaBytes", "snapshots", "snapshotBytes", "sharedBlobs", "sharedBytes",
@@ -28,7 +31,9 @@ object AdjunctInspection {
     * a gone executor shows as an old marker, not as a live one.
     */
   def inspect(uri: String): Json = {
-    val log = new AdjunctTableLog(new HadoopBlobStore(new Path(uri), ToolEnv.hadoopConf))
+    val log = new AdjunctTableLog(
+      new HadoopBlobStore(new Path(uri), ToolEnv.hadoopConf, LineageConf.DeltaUploadPartBytes.default)
+    )
     val meta = log.readMeta().getOrElse(throw new IllegalArgumentException(s"$uri holds no adjunct table"))
     val n = meta.get(AdjunctTableLog.PartitionsKey).map(_.toInt).getOrElse(1)
     val commits = log.commits()

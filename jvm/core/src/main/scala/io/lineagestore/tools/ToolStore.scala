@@ -5,6 +5,7 @@ import java.util.concurrent.{ExecutorService, Executors, ThreadFactory}
 import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
 
+import io.lineagestore.config.LineageConf
 import io.lineagestore.format.StoreIdentity
 import io.lineagestore.storage.HadoopBlobStore
 import io.lineagestore.store.CheckpointFiles
@@ -31,7 +32,7 @@ final case class StoreRef(operatorId: Long, partitionId: Int, storeName: String,
   */
 final class ToolStore(val ref: StoreRef, conf: Configuration = ToolEnv.hadoopConf, threads: Int = 4)
     extends AutoCloseable {
-  val blobs = new HadoopBlobStore(new Path(ref.dir), conf)
+  val blobs = new HadoopBlobStore(new Path(ref.dir), conf, LineageConf.DeltaUploadPartBytes.default)
   private val pool: ExecutorService = Executors.newFixedThreadPool(
     threads,
     new ThreadFactory {

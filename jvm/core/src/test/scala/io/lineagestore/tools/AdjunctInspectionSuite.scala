@@ -9,6 +9,7 @@ import org.apache.hadoop.fs.Path
 import org.scalatest.BeforeAndAfterEach
 import org.scalatest.funsuite.AnyFunSuite
 
+import io.lineagestore.config.LineageConf
 import io.lineagestore.format.{AdjunctCommit, AdjunctTableLog, ReplicaMark, StoreIdentity}
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.storage.HadoopBlobStore
@@ -26,12 +27,18 @@ class AdjunctInspectionSuite extends AnyFunSuite with BeforeAndAfterEach {
   override def afterEach(): Unit = LocalDirectories.deleteRecursively(tmp)
 
   private def table = new File(tmp, "table").toURI.toString
-  private def log = new AdjunctTableLog(new HadoopBlobStore(new Path(table), new Configuration()))
+  private def log = new AdjunctTableLog(
+    new HadoopBlobStore(new Path(table), new Configuration(), LineageConf.DeltaUploadPartBytes.default)
+  )
 
   private def writeVersions(committed: Int, unfinished: Boolean): Unit = {
     val store = new LineageStore(
       new CheckpointFiles(
-        new HadoopBlobStore(new Path(new Path(table), AdjunctTableLog.StoreDir), new Configuration()),
+        new HadoopBlobStore(
+          new Path(new Path(table), AdjunctTableLog.StoreDir),
+          new Configuration(),
+          LineageConf.DeltaUploadPartBytes.default
+        ),
         StoreIdentity(0, 0, "default"),
         pool
       ),
@@ -75,7 +82,7 @@ class AdjunctInspectionSuite extends AnyFunSuite with BeforeAndAfterEach {
     // a replica that moved back (a read of an older version) and on: its newest marker counts, not its highest
     log.writeReplica(ReplicaMark("2@127.0.0.3", 5, "u5", 900L, 0L, 2L), 9)
     log.writeReplica(ReplicaMark("2@127.0.0.3", 3, "u3", 950L, 0L, 3L), 10)
-    new HadoopBlobStore(new Path(table), new Configuration())
+    new HadoopBlobStore(new Path(table), new Configuration(), LineageConf.DeltaUploadPartBytes.default)
       .write(AdjunctTableLog.replicaName("3@torn", 1))(_.write("version=".getBytes("UTF-8")))
     assert(log.replicas().map(r => r.name -> r.version) == Seq("1@127.0.0.2" -> 4L, "2@127.0.0.3" -> 3L))
     val report = AdjunctInspection.inspect(table).render
@@ -106,7 +113,11 @@ class AdjunctInspectionSuite extends AnyFunSuite with BeforeAndAfterEach {
     // partition 0 commits at table versions 1 and 3, partition 1 at version 2 only
     def storeOf(p: Int) = new LineageStore(
       new CheckpointFiles(
-        new HadoopBlobStore(new Path(new Path(table), AdjunctTableLog.storeDir(p)), new Configuration()),
+        new HadoopBlobStore(
+          new Path(new Path(table), AdjunctTableLog.storeDir(p)),
+          new Configuration(),
+          LineageConf.DeltaUploadPartBytes.default
+        ),
         StoreIdentity(0, p, "default"),
         pool
       ),
@@ -159,7 +170,7 @@ class AdjunctInspectionSuite extends AnyFunSuite with BeforeAndAfterEach {
 
   test("a record lacking a field fails naming the record") {
     log.writeMeta(Map("keySchema" -> "k", "valueSchema" -> "v"))
-    new HadoopBlobStore(new Path(table), new Configuration())
+    new HadoopBlobStore(new Path(table), new Configuration(), LineageConf.DeltaUploadPartBytes.default)
       .write(AdjunctTableLog.commitName(3))(_.write("version=3\n".getBytes("UTF-8")))
     val e = intercept[Exception](log.commits())
     assert(

@@ -23,6 +23,7 @@ import org.apache.spark.sql.execution.streaming.state.lineagestore.{
 }
 import org.apache.spark.sql.types._
 
+import io.lineagestore.config.LineageConf
 import io.lineagestore.format.{AdjunctCommit, AdjunctTableLog}
 import io.lineagestore.lineage.AdjunctRetention
 import io.lineagestore.storage.HadoopBlobStore
@@ -229,7 +230,8 @@ object AdjunctLookup {
   private def versionRecords(spark: SparkSession, path: String, checkpoint: String): HadoopBlobStore =
     new HadoopBlobStore(
       new Path(new Path(checkpoint, "adjunct"), tableKey(path)),
-      spark.sparkContext.hadoopConfiguration
+      spark.sparkContext.hadoopConfiguration,
+      LineageConf.DeltaUploadPartBytes.default
     )
 
   def tableKey(path: String): String =

@@ -33,7 +33,7 @@ final class AdjunctLocalStore(
     try
       new LineageStore(
         new CheckpointFiles(
-          new HadoopBlobStore(new Path(storePath), conf),
+          new HadoopBlobStore(new Path(storePath), conf, LineageConf.DeltaUploadPartBytes.default),
           StoreIdentity(0, 0, "default"),
           SharedTransferPool(LineageConf.TransferThreads.from(confEntries))
         ),
@@ -140,7 +140,13 @@ object AdjunctReplicas {
     }
 
     private lazy val tableLog =
-      new AdjunctTableLog(new HadoopBlobStore(new Path(storePath).getParent.getParent, local.conf))
+      new AdjunctTableLog(
+        new HadoopBlobStore(
+          new Path(storePath).getParent.getParent,
+          local.conf,
+          LineageConf.DeltaUploadPartBytes.default
+        )
+      )
 
     def release(): Unit = synchronized { readers -= 1; notifyAll() }
 
