@@ -16,16 +16,11 @@ import org.apache.spark.sql.catalyst.expressions.{
   UnsafeProjection,
   UnsafeRow
 }
-import org.apache.spark.sql.execution.streaming.state.lineagestore.{
-  InternalFrames,
-  PlanPartitioning,
-  SparkKeyPlacement
-}
+import org.apache.spark.sql.execution.streaming.state.lineagestore.{InternalFrames, SparkKeyPlacement}
 import org.apache.spark.sql.types._
 
+import io.lineagestore.adjunct.{AdjunctCommit, AdjunctRetention, AdjunctTableLog}
 import io.lineagestore.config.LineageConf
-import io.lineagestore.format.{AdjunctCommit, AdjunctTableLog}
-import io.lineagestore.lineage.AdjunctRetention
 import io.lineagestore.storage.HadoopBlobStore
 
 /** Looks events up in an adjunct table on the executors (docs/adjunct-tables.md "Look up"): a JVM operator

@@ -5,8 +5,9 @@ import scala.util.control.NonFatal
 
 import org.apache.hadoop.fs.Path
 
+import io.lineagestore.adjunct.{AdjunctTableLog, ReplicaMark}
 import io.lineagestore.config.LineageConf
-import io.lineagestore.format.{AdjunctTableLog, ReplicaMark, StoreIdentity}
+import io.lineagestore.format.StoreIdentity
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.storage.HadoopBlobStore
 import io.lineagestore.store._

@@ -6,8 +6,8 @@ import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
 import org.apache.spark.sql.types._
 
+import io.lineagestore.adjunct.{AdjunctCommit, AdjunctTableLog}
 import io.lineagestore.config.{InvalidConfigException, LineageConf}
-import io.lineagestore.format.{AdjunctCommit, AdjunctTableLog}
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.storage.HadoopBlobStore
 import io.lineagestore.store.StoreSettings

@@ -8,8 +8,9 @@ import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
 import org.scalatest.funsuite.AnyFunSuite
 
+import io.lineagestore.adjunct.AdjunctTableLog
 import io.lineagestore.config.LineageConf
-import io.lineagestore.format.{AdjunctTableLog, StoreIdentity}
+import io.lineagestore.format.StoreIdentity
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.storage.HadoopBlobStore
 import io.lineagestore.store.{CheckpointFiles, ColumnFamilies, LineageStore, StoreSettings}

@@ -1,4 +1,4 @@
-package io.lineagestore.tools
+package io.lineagestore.adjunct
 
 import java.io.File
 import java.nio.file.Files
@@ -10,10 +10,11 @@ import org.scalatest.BeforeAndAfterEach
 import org.scalatest.funsuite.AnyFunSuite
 
 import io.lineagestore.config.LineageConf
-import io.lineagestore.format.{AdjunctCommit, AdjunctTableLog, ReplicaMark, StoreIdentity}
+import io.lineagestore.format.StoreIdentity
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.storage.HadoopBlobStore
 import io.lineagestore.store.{CheckpointFiles, LineageStore, LocalDirectories, StoreSettings}
+import io.lineagestore.tools.CheckpointTools
 
 /** An adjunct table's commit log and `inspect` over a table written by the real store on a local Hadoop
   * filesystem: records round-trip, versions are listed in order, an unfinished batch (a delta no record
@@ -60,9 +61,9 @@ class AdjunctInspectionSuite extends AnyFunSuite with BeforeAndAfterEach {
     writeVersions(committed = 11, unfinished = true)
     assert(log.commits().map(_.version) == (1L to 11L))
     assert(log.latest().contains(AdjunctCommit(11, "u11", "src", 10)))
-    assert(AdjunctInspection.isTable(table))
-    assert(!AdjunctInspection.isTable(new File(tmp, "nothing").toURI.toString))
-    val report = AdjunctInspection.inspect(table).render
+    assert(AdjunctInspection.isTable(table, new Configuration()))
+    assert(!AdjunctInspection.isTable(new File(tmp, "nothing").toURI.toString, new Configuration()))
+    val report = CheckpointTools.inspectAdjunctTable(table)
     assert(report.contains("\"deltas\": 12,"), report)
     assert(report.contains("\"uncommitted\": [\"12_u12.delta\"]"), report)
     assert(
@@ -85,7 +86,7 @@ class AdjunctInspectionSuite extends AnyFunSuite with BeforeAndAfterEach {
     new HadoopBlobStore(new Path(table), new Configuration(), LineageConf.DeltaUploadPartBytes.default)
       .write(AdjunctTableLog.replicaName("3@torn", 1))(_.write("version=".getBytes("UTF-8")))
     assert(log.replicas().map(r => r.name -> r.version) == Seq("1@127.0.0.2" -> 4L, "2@127.0.0.3" -> 3L))
-    val report = AdjunctInspection.inspect(table).render
+    val report = CheckpointTools.inspectAdjunctTable(table)
     assert(
       report.contains(
         "{\"replica\": \"2@127.0.0.3\", \"version\": 3, \"uniqueId\": \"u3\", \"lag\": 1, " +
@@ -146,7 +147,7 @@ class AdjunctInspectionSuite extends AnyFunSuite with BeforeAndAfterEach {
     log.writeReplica(ReplicaMark("1@h", 1, "b1", 1000L, 0L, 1L, partition = 1), 1)
     log.writeReplica(ReplicaMark("1@h", 1, "a1", 1000L, 0L, 1L, partition = 0), 1)
     assert(log.replicas().map(r => (r.name, r.partition)) == Seq("1@h" -> 0, "1@h" -> 1))
-    val report = AdjunctInspection.inspect(table).render
+    val report = CheckpointTools.inspectAdjunctTable(table)
     assert(report.contains("\"partitions\": 2"), report)
     assert(report.contains("\"deltas\": 4,"), report)
     assert(report.contains("\"uncommitted\": [\"1/2_b2orphan.delta\"]"), report)
