@@ -6,7 +6,7 @@ import java.nio.charset.StandardCharsets.UTF_8
 import org.apache.hadoop.fs.Path
 
 import io.lineagestore.adjunct.AdjunctInspection
-import io.lineagestore.lineage.{CheckpointId, CleanupPlanner, CommitLogEntry}
+import io.lineagestore.lineage.{CheckpointId, CleanupPlanner, CommitLogEntry, StateLayout}
 import io.lineagestore.storage.HadoopBlobStore.wrapAccess
 import io.lineagestore.tools.Json._
 
@@ -84,6 +84,13 @@ object CheckpointTools {
     val p = new Path(uri)
     p.getFileSystem(ToolEnv.hadoopConf).delete(p, false)
   }
+
+  /** Where Spark keeps store `storeName` of partition `partitionId` of operator `operatorId` under
+    * `checkpoint` ([[StateLayout]]): `<checkpoint>/state/<operatorId>/<partitionId>[/<storeName>]`, relative
+    * (`state/...`) when `checkpoint` is empty.
+    */
+  def stateStoreDir(checkpoint: String, operatorId: Long, partitionId: Int, storeName: String): String =
+    StateLayout.storeDir(checkpoint, operatorId, partitionId, storeName)
 
   // ---- adjunct tables ------------------------------------------------------------------------------------------
 
@@ -249,12 +256,11 @@ object CheckpointTools {
         case _                    => throw new IllegalArgumentException(s"bad source line '$line'")
       }
     }
-    val suffix = if (storeName == "default") "" else s"/$storeName"
     val r = StoreRepartitioner.run(
       operatorId,
       storeName,
       parsed,
-      p => s"${operatorDir.stripSuffix("/")}/$p$suffix",
+      p => StateLayout.storeDir(operatorDir, p, storeName),
       emptyVersion,
       placement,
       generalPathOnly = generalPathOnly

@@ -21,7 +21,7 @@ object ToolEnv {
   def set(key: String, value: String): Unit = conf.synchronized(conf.set(key, value))
 }
 
-/** A store directory as Spark lays it out: `<checkpoint>/state/<operatorId>/<partitionId>[/<storeName>]`. */
+/** A store directory as Spark lays it out ([[io.lineagestore.lineage.StateLayout]]). */
 final case class StoreRef(operatorId: Long, partitionId: Int, storeName: String, dir: String) {
   def identity: StoreIdentity = StoreIdentity(operatorId, partitionId, storeName)
   override def toString: String = s"$identity at $dir"
