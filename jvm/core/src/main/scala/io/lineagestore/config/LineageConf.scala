@@ -109,6 +109,14 @@ final case class ConfEntry[T](
 
   def show(v: T): String = kind.show(v)
   def defaultText: String = show(default)
+
+  /** The words a [[ConfKind.Choice]] key takes (empty for other kinds): the one list of valid names, which
+    * the code acting on the key maps from (its suite checks that every word maps).
+    */
+  def choices: Seq[String] = (kind: ConfKind[_]) match {
+    case ConfKind.Choice(values) => values
+    case _                       => Nil
+  }
 }
 
 /** Every lineagestore configuration key. Keys are `spark.sql.streaming.stateStore.lineagestore.<name>`. */
@@ -169,7 +177,7 @@ object LineageConf {
     "deltaCodec",
     "zstd",
     "Compression of the records in delta files: zstd (level 1) or none. Readers detect it per file.",
-    ConfKind.Choice(io.lineagestore.format.DeltaCodec.names)
+    ConfKind.Choice(Seq("none", "zstd")) // io.lineagestore.format.DeltaCodec.byName maps each to its codec
   )
   val TransferThreads: ConfEntry[Int] = int(
     "transferThreads",
@@ -248,14 +256,25 @@ object LineageConf {
       "compactions the next snapshot uploads (docs/benchmarks.md, the scale run). Accepts k/m/g suffixes.",
     min = 1L << 16
   )
+
+  /** The block compression of the SST files a store's RocksDB writes (flushes and compactions);
+    * io.lineagestore.engine.RocksDbTuning.compressionType maps each name to RocksDB's type. Each block
+    * records its own compression, so files written under another choice (snapshots of an earlier run, before
+    * this setting existed: Snappy, RocksDB's default) stay readable and a change takes effect on the files
+    * written after it.
+    *
+    * LZ4 by default, as Spark's RocksDB provider: with RocksDB's default, Snappy, our flush threads spent
+    * about twice the CPU of Spark's on the same bytes in the scale benchmark (docs/benchmarks.md). zstd
+    * trades flush and compaction CPU for smaller files (storage and transfer) where values compress.
+    */
   val SstCompression: ConfEntry[String] = ConfEntry[String](
     "sstCompression",
-    io.lineagestore.engine.SstCompression.Default,
+    "lz4",
     "Block compression of the RocksDB SST files (flushes, compactions, so snapshots): lz4 (as Spark's RocksDB " +
       "provider), snappy (RocksDB's default), zstd (smaller files for compressible values, more CPU per " +
       "flush and compaction) or none. Files written under another choice stay readable; a change applies to " +
       "the files written after it.",
-    ConfKind.Choice(io.lineagestore.engine.SstCompression.names)
+    ConfKind.Choice(Seq("lz4", "snappy", "zstd", "none"))
   )
 
   val All: Seq[ConfEntry[_]] = Seq(

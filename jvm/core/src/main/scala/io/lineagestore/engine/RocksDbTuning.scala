@@ -2,17 +2,19 @@ package io.lineagestore.engine
 
 import org.rocksdb.{CompressionType, LRUCache, RocksDB, WriteBufferManager}
 
+import io.lineagestore.config.LineageConf
+
 /** Tuning for the local RocksDB instances (values from `LineageConf`: `memoryBytes`, `writeBufferBytes`,
-  * `sstCompression`, a name of [[SstCompression.names]]). `memoryBytes` bounds the block cache AND the
-  * memtables of all stores of one executor together (one shared cache, memtables charged to it), so the
-  * memory RocksDB takes does not grow with the number of partitions an executor holds. `levelBaseBytes` is
-  * RocksDB's level base where [[CompactionTrigger]] keeps RocksDB's own (not a setting: tests shrink it to
-  * give a store of a few MiB the levels a larger one has).
+  * `sstCompression`, one of the names [[LineageConf.SstCompression]] declares). `memoryBytes` bounds the
+  * block cache AND the memtables of all stores of one executor together (one shared cache, memtables charged
+  * to it), so the memory RocksDB takes does not grow with the number of partitions an executor holds.
+  * `levelBaseBytes` is RocksDB's level base where [[CompactionTrigger]] keeps RocksDB's own (not a setting:
+  * tests shrink it to give a store of a few MiB the levels a larger one has).
   */
 final case class RocksDbTuning(
     memoryBytes: Long,
     writeBufferBytes: Long,
-    sstCompression: String = SstCompression.Default,
+    sstCompression: String = LineageConf.SstCompression.default,
     levelBaseBytes: Long = CompactionTrigger.DefaultLevelBase
 )
 
@@ -23,15 +25,17 @@ object RocksDbTuning {
     */
   val MemtableBloomRatio = 0.02
 
-  /** RocksDB's type for a name of [[SstCompression.names]] (the configuration checked it). */
+  /** RocksDB's type for a name [[LineageConf.SstCompression]] takes (the configuration checked it; the
+    * configuration's list decides which names are valid, SstCompressionSuite checks each maps here).
+    */
   def compressionType(name: String): CompressionType = name match {
-    case SstCompression.Lz4           => CompressionType.LZ4_COMPRESSION
-    case SstCompression.Snappy        => CompressionType.SNAPPY_COMPRESSION
-    case SstCompression.Zstd          => CompressionType.ZSTD_COMPRESSION
-    case SstCompression.NoCompression => CompressionType.NO_COMPRESSION
-    case other                        =>
+    case "lz4"    => CompressionType.LZ4_COMPRESSION
+    case "snappy" => CompressionType.SNAPPY_COMPRESSION
+    case "zstd"   => CompressionType.ZSTD_COMPRESSION
+    case "none"   => CompressionType.NO_COMPRESSION
+    case other    =>
       throw new IllegalArgumentException(
-        s"unknown SST compression '$other': one of ${SstCompression.names.mkString(", ")}"
+        s"unknown SST compression '$other': one of ${LineageConf.SstCompression.choices.mkString(", ")}"
       )
   }
 }

@@ -39,7 +39,9 @@ import org.apache.hadoop.util.functional.FutureIO
   * (`fs.s3a.create.performance`); with `fs.s3a.create.conditional.enabled` (the default) that PUT is
   * conditional (`If-None-Match: *`), so a server that honours it refuses to overwrite an existing name
   * (S3BlobStoreSuite). A streamed write ([[create]]) past one part of `streamedPartBytes` is a multipart
-  * upload of our own parts ([[MultipartBlobWrite]]), whose completion is not conditional.
+  * upload of our own parts ([[MultipartBlobWrite]]), whose completion is not conditional. Whoever builds the
+  * store passes `streamedPartBytes` (the provider its `deltaUploadPartBytes` setting); storage decides no
+  * setting.
   *
   * Failures of the filesystem itself (credentials refused, bucket missing, endpoint unreachable, errors that
   * outlasted the client's retries) surface as [[BlobStoreAccessException]], naming the operation, the full
@@ -53,7 +55,7 @@ import org.apache.hadoop.util.functional.FutureIO
 class HadoopBlobStore(
     val root: Path,
     hadoopConf: Configuration,
-    streamedPartBytes: Long = io.lineagestore.config.LineageConf.DeltaUploadPartBytes.default
+    streamedPartBytes: Long
 ) extends BlobStore {
   private val fs: FileSystem =
     try root.getFileSystem(hadoopConf)

@@ -5,7 +5,8 @@ import java.nio.charset.StandardCharsets.UTF_8
 
 import org.apache.hadoop.fs.Path
 
-import io.lineagestore.lineage.{CheckpointId, CleanupPlanner, CommitLogEntry}
+import io.lineagestore.adjunct.AdjunctInspection
+import io.lineagestore.lineage.{CheckpointId, CleanupPlanner, CommitLogEntry, StateLayout}
 import io.lineagestore.storage.HadoopBlobStore.wrapAccess
 import io.lineagestore.tools.Json._
 
@@ -84,11 +85,62 @@ object CheckpointTools {
     p.getFileSystem(ToolEnv.hadoopConf).delete(p, false)
   }
 
+  /** Where Spark keeps store `storeName` of partition `partitionId` of operator `operatorId` under
+    * `checkpoint` ([[StateLayout]]): `<checkpoint>/state/<operatorId>/<partitionId>[/<storeName>]`, relative
+    * (`state/...`) when `checkpoint` is empty.
+    */
+  def stateStoreDir(checkpoint: String, operatorId: Long, partitionId: Int, storeName: String): String =
+    StateLayout.storeDir(checkpoint, operatorId, partitionId, storeName)
+
   // ---- adjunct tables ------------------------------------------------------------------------------------------
 
-  /** See [[AdjunctInspection.inspect]]. */
+  /** [[AdjunctInspection.inspect]] as JSON: `{"table", "partitions", "schema": {"keys", "values"},
+    * "versions": [{"version", "uniqueId", "sourceBatchId", "files"}], "store": {"deltas", "deltaBytes",
+    * "snapshots", "snapshotBytes", "sharedBlobs", "sharedBytes", "totalBytes"}, "uncommitted": [checkpoint
+    * file names no record names, past the latest version], "replicas": [{"replica", "version", "uniqueId",
+    * "lag", "loadedAtMs", "bytesDownloaded", "deltasReplayed"}]}` (a partition's replica adds its
+    * `partition`; in a partitioned table `files` and `uncommitted` names start with `<partition>/`).
+    */
   def inspectAdjunctTable(uri: String): String =
-    wrapAccess("read", uri, ToolEnv.hadoopConf)(AdjunctInspection.inspect(uri).render)
+    wrapAccess("read", uri, ToolEnv.hadoopConf)(
+      adjunctJson(AdjunctInspection.inspect(uri, ToolEnv.hadoopConf)).render
+    )
+
+  private def adjunctJson(t: AdjunctInspection.TableInspection): Json = obj(
+    "table" -> t.table,
+    "partitions" -> t.partitions,
+    "schema" -> obj("keys" -> t.keySchema, "values" -> t.valueSchema),
+    "versions" -> arr(t.versions.map { v =>
+      obj(
+        "version" -> v.commit.version,
+        "uniqueId" -> v.commit.uniqueId,
+        "sourceBatchId" -> v.commit.sourceBatchId,
+        "files" -> strs(v.files)
+      )
+    }),
+    "store" -> obj(
+      "deltas" -> t.sizes.deltas,
+      "deltaBytes" -> t.sizes.deltaBytes,
+      "snapshots" -> t.sizes.snapshots,
+      "snapshotBytes" -> t.sizes.snapshotBytes,
+      "sharedBlobs" -> t.sizes.sharedBlobs,
+      "sharedBytes" -> t.sizes.sharedBytes,
+      "totalBytes" -> t.sizes.totalBytes
+    ),
+    "uncommitted" -> strs(t.uncommitted),
+    "replicas" -> arr(t.replicas.map { r =>
+      val mark = obj(
+        "replica" -> r.mark.name,
+        "version" -> r.version,
+        "uniqueId" -> r.mark.uniqueId,
+        "lag" -> r.lag,
+        "loadedAtMs" -> r.mark.loadedAtMs,
+        "bytesDownloaded" -> r.mark.bytesDownloaded,
+        "deltasReplayed" -> r.mark.deltasReplayed
+      )
+      if (r.mark.partition < 0) mark else Obj(mark.fields :+ ("partition" -> Num(r.mark.partition.toLong)))
+    })
+  )
 
   // ---- one store ---------------------------------------------------------------------------------------------
 
@@ -204,12 +256,11 @@ object CheckpointTools {
         case _                    => throw new IllegalArgumentException(s"bad source line '$line'")
       }
     }
-    val suffix = if (storeName == "default") "" else s"/$storeName"
     val r = StoreRepartitioner.run(
       operatorId,
       storeName,
       parsed,
-      p => s"${operatorDir.stripSuffix("/")}/$p$suffix",
+      p => StateLayout.storeDir(operatorDir, p, storeName),
       emptyVersion,
       placement,
       generalPathOnly = generalPathOnly

@@ -5,6 +5,7 @@ import java.util.concurrent.{ExecutorService, Executors, ThreadFactory}
 import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
 
+import io.lineagestore.config.LineageConf
 import io.lineagestore.format.StoreIdentity
 import io.lineagestore.storage.HadoopBlobStore
 import io.lineagestore.store.CheckpointFiles
@@ -20,7 +21,7 @@ object ToolEnv {
   def set(key: String, value: String): Unit = conf.synchronized(conf.set(key, value))
 }
 
-/** A store directory as Spark lays it out: `<checkpoint>/state/<operatorId>/<partitionId>[/<storeName>]`. */
+/** A store directory as Spark lays it out ([[io.lineagestore.lineage.StateLayout]]). */
 final case class StoreRef(operatorId: Long, partitionId: Int, storeName: String, dir: String) {
   def identity: StoreIdentity = StoreIdentity(operatorId, partitionId, storeName)
   override def toString: String = s"$identity at $dir"
@@ -31,7 +32,7 @@ final case class StoreRef(operatorId: Long, partitionId: Int, storeName: String,
   */
 final class ToolStore(val ref: StoreRef, conf: Configuration = ToolEnv.hadoopConf, threads: Int = 4)
     extends AutoCloseable {
-  val blobs = new HadoopBlobStore(new Path(ref.dir), conf)
+  val blobs = new HadoopBlobStore(new Path(ref.dir), conf, LineageConf.DeltaUploadPartBytes.default)
   private val pool: ExecutorService = Executors.newFixedThreadPool(
     threads,
     new ThreadFactory {

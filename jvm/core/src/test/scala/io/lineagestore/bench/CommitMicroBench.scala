@@ -7,6 +7,7 @@ import java.util.concurrent.Executors
 import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
 
+import io.lineagestore.config.LineageConf
 import io.lineagestore.format.StoreIdentity
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.store.{CheckpointFiles, ColumnFamilies, LineageStore, LocalDirectories, StoreSettings}
@@ -28,7 +29,11 @@ object CommitMicroBench {
     val tmp = Files.createTempDirectory("ls-commit-bench").toFile
     val pool = Executors.newFixedThreadPool(4)
     val files = new CheckpointFiles(
-      new HadoopBlobStore(new Path(new File(tmp, "remote").toURI), new Configuration()),
+      new HadoopBlobStore(
+        new Path(new File(tmp, "remote").toURI),
+        new Configuration(),
+        LineageConf.DeltaUploadPartBytes.default
+      ),
       StoreIdentity(0, 0, "default"),
       pool
     )

@@ -9,6 +9,7 @@ import jdk.jfr.Recording
 import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
 
+import io.lineagestore.config.LineageConf
 import io.lineagestore.format.StoreIdentity
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.store.{CheckpointFiles, ColumnFamilies, LineageStore, LocalDirectories, StoreSettings}
@@ -44,7 +45,7 @@ object RestoreMicroBench {
     }
     val pool = Executors.newFixedThreadPool(8)
     def files() = new CheckpointFiles(
-      new HadoopBlobStore(new Path(remote), conf),
+      new HadoopBlobStore(new Path(remote), conf, LineageConf.DeltaUploadPartBytes.default),
       StoreIdentity(0, 0, "default"),
       pool,
       io.lineagestore.snapshot.RangedDownload.withPartBytes(partBytes)

@@ -8,6 +8,7 @@ import java.util.concurrent.Executors
 import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
 
+import io.lineagestore.config.LineageConf
 import io.lineagestore.format.StoreIdentity
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.store.{CheckpointFiles, ColumnFamilies, HashCache, LineageStore, LocalDirectories}
@@ -33,7 +34,11 @@ object UploadMicroBench {
     val pool = Executors.newFixedThreadPool(2)
     def files(remote: File) =
       new CheckpointFiles(
-        new HadoopBlobStore(new Path(remote.toURI), new Configuration()),
+        new HadoopBlobStore(
+          new Path(remote.toURI),
+          new Configuration(),
+          LineageConf.DeltaUploadPartBytes.default
+        ),
         StoreIdentity(0, 0, "default"),
         pool
       )

@@ -35,7 +35,7 @@ class SstCompressionSuite extends AnyFunSuite {
 
   test("the default is Spark's provider's choice, LZ4, and settings take it from LineageConf") {
     assert(StoreSettings.Default.tuning.sstCompression == "lz4")
-    assert(LineageConf.SstCompression.default == SstCompression.Default)
+    assert(RocksDbTuning(64L << 20, 1L << 20).sstCompression == LineageConf.SstCompression.default)
     val chosen = StoreSettings.from(Map(LineageConf.SstCompression.key -> " ZSTD "))
     assert(chosen.tuning.sstCompression == "zstd")
   }
@@ -45,12 +45,12 @@ class SstCompressionSuite extends AnyFunSuite {
       intercept[InvalidConfigException](StoreSettings.from(Map(LineageConf.SstCompression.key -> "lzo")))
     assert(e.getMessage.contains(LineageConf.SstCompression.key))
     assert(e.getMessage.contains("lzo"))
-    SstCompression.names.foreach(n => assert(e.getMessage.contains(n)))
+    LineageConf.SstCompression.choices.foreach(n => assert(e.getMessage.contains(n)))
   }
 
-  test("each choice is the compression of the SST files a flush writes") {
+  test("each choice the configuration declares is the compression of the SST files a flush writes") {
     val expected = Map("lz4" -> "LZ4", "snappy" -> "Snappy", "zstd" -> "ZSTD", "none" -> "NoCompression")
-    assert(expected.keySet == SstCompression.names.toSet)
+    assert(expected.keySet == LineageConf.SstCompression.choices.toSet)
     for ((name, recorded) <- expected) {
       val dir = TempDirs.create(s"lineagestore-sst-$name")
       withDb(dir, name) { db =>

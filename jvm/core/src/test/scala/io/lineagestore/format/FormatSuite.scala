@@ -4,6 +4,7 @@ import java.io.{ByteArrayInputStream, ByteArrayOutputStream}
 
 import org.scalatest.funsuite.AnyFunSuite
 
+import io.lineagestore.config.LineageConf
 import io.lineagestore.lineage.CheckpointId
 
 class FormatSuite extends AnyFunSuite {
@@ -37,6 +38,14 @@ class FormatSuite extends AnyFunSuite {
   )
 
   private val codecs = Seq(DeltaCodec.Uncompressed, DeltaCodec.Zstd())
+
+  test("each deltaCodec name the configuration declares maps to its codec, and every codec has its name") {
+    val choices = LineageConf.DeltaCompression.choices
+    for (name <- choices) assert(DeltaCodec.byName(name).map(_.name).contains(name), name)
+    assert(codecs.map(_.name).toSet == choices.toSet)
+    assert(DeltaCodec.byName(LineageConf.DeltaCompression.default).contains(DeltaCodec.Default))
+    assert(DeltaCodec.byName("lz4").isEmpty)
+  }
 
   for (codec <- codecs) {
     test(s"delta round trip keeps header, lineage, puts, deletes and empty values (${codec.name})") {

@@ -7,6 +7,7 @@ import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
 import org.scalatest.funsuite.AnyFunSuite
 
+import io.lineagestore.config.LineageConf
 import io.lineagestore.testing.{DiskDamage, TempDirs}
 
 /** The blob store decides what damage is (issue 46): a read its filesystem's checksum refuses is a
@@ -17,7 +18,8 @@ import io.lineagestore.testing.{DiskDamage, TempDirs}
 class BlobDamageSuite extends AnyFunSuite {
   private def damagedBlob(): (HadoopBlobStore, String) = {
     val root = TempDirs.create("lineagestore-blob-damage")
-    val store = new HadoopBlobStore(new Path(root.toURI), new Configuration())
+    val store =
+      new HadoopBlobStore(new Path(root.toURI), new Configuration(), LineageConf.DeltaUploadPartBytes.default)
     val bytes = Array.tabulate[Byte](10000)(i => (i * 31).toByte)
     store.write("shared/a.sst")(_.write(bytes))
     DiskDamage.flip(new File(root, "shared/a.sst"), 7000) // in place, the .crc sidecar kept

@@ -7,6 +7,7 @@ import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
 import org.scalatest.funsuite.AnyFunSuite
 
+import io.lineagestore.config.LineageConf
 import io.lineagestore.testing.TempDirs
 
 /** Filesystem failures become [[BlobStoreAccessException]]s that say where, what and what to do; the writer's
@@ -62,10 +63,15 @@ class BlobStoreAccessSuite extends AnyFunSuite {
     val tmp = TempDirs.create("blobs")
     val notADir = new File(tmp, "file")
     Files.write(notADir.toPath, Array[Byte](1))
-    val store = new HadoopBlobStore(new Path(notADir.toURI), new Configuration())
+    val store = new HadoopBlobStore(
+      new Path(notADir.toURI),
+      new Configuration(),
+      LineageConf.DeltaUploadPartBytes.default
+    )
     val e = intercept[BlobStoreAccessException](store.write("x.delta")(_.write(1)))
     assert(e.operation == "write" && e.location.endsWith("file/x.delta"), e.getMessage)
-    val good = new HadoopBlobStore(new Path(tmp.toURI), new Configuration())
+    val good =
+      new HadoopBlobStore(new Path(tmp.toURI), new Configuration(), LineageConf.DeltaUploadPartBytes.default)
     val own = new IllegalStateException("the writer's own")
     assert(intercept[IllegalStateException](good.write("y.delta")(_ => throw own)) eq own)
     assert(!good.exists("y.delta"))

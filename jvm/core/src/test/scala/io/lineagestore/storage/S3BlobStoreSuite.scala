@@ -5,6 +5,7 @@ import java.nio.charset.StandardCharsets.UTF_8
 import org.apache.hadoop.fs.Path
 import org.scalatest.funsuite.AnyFunSuite
 
+import io.lineagestore.config.LineageConf
 import io.lineagestore.testing.S3TestServer
 
 /** [[HadoopBlobStore]] on s3a against the real S3 server: the guarantees its interface states. */
@@ -12,7 +13,11 @@ class S3BlobStoreSuite extends AnyFunSuite {
 
   private def store(): HadoopBlobStore = {
     val s3 = S3TestServer.require(this)
-    new HadoopBlobStore(new Path(s3.freshUri("blobs")), s3.configuration)
+    new HadoopBlobStore(
+      new Path(s3.freshUri("blobs")),
+      s3.configuration,
+      LineageConf.DeltaUploadPartBytes.default
+    )
   }
 
   private def read(blobs: BlobStore, name: String): String = {
@@ -36,7 +41,7 @@ class S3BlobStoreSuite extends AnyFunSuite {
     conf.set("fs.s3a.multipart.threshold", "5M")
     conf.setBoolean("fs.s3a.impl.disable.cache", true) // a filesystem of its own, with these settings
     val root = new Path(s3.freshUri("multipart"))
-    val blobs = new HadoopBlobStore(root, conf)
+    val blobs = new HadoopBlobStore(root, conf, LineageConf.DeltaUploadPartBytes.default)
     val bytes = randomBytes(12 << 20, seed = 7)
     blobs.write("shared/big.sst")(_.write(bytes))
     assert(java.util.Arrays.equals(readBytes(blobs, "shared/big.sst"), bytes))

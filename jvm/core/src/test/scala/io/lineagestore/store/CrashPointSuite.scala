@@ -11,6 +11,7 @@ import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
 import org.scalatest.funsuite.AnyFunSuite
 
+import io.lineagestore.config.LineageConf
 import io.lineagestore.format.StoreIdentity
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.storage.HadoopBlobStore
@@ -148,7 +149,7 @@ object CrashWorkload {
       if (remote.startsWith("s3a:"))
         S3TestServer.server.fold(e => throw new IllegalStateException(e), _.configuration)
       else new Configuration()
-    val blobs = new HadoopBlobStore(new Path(remote), conf)
+    val blobs = new HadoopBlobStore(new Path(remote), conf, LineageConf.DeltaUploadPartBytes.default)
     new LineageStore(new CheckpointFiles(blobs, StoreIdentity(0, 0, "default"), pool), local, settings, crash)
   }
 

@@ -8,6 +8,7 @@ import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
 import org.scalatest.funsuite.AnyFunSuite
 
+import io.lineagestore.config.LineageConf
 import io.lineagestore.engine.{CompactionTrigger, PendingWritesLimitException}
 import io.lineagestore.format.{CorruptCheckpointFileException, StoreIdentity}
 import io.lineagestore.lineage.{CheckpointId, LineageException, LoadBase}
@@ -293,9 +294,15 @@ class LineageStoreSuite extends AnyFunSuite with StoreFixture {
     "a clean-up that meets an upload in flight keeps expired snapshots and lists nothing; the next deletes them"
   ) {
     val lists = new java.util.concurrent.atomic.AtomicInteger
-    val counted = filesOn(new HadoopBlobStore(new Path(remote.toURI), new Configuration()) {
-      override def list(dir: String) = { lists.incrementAndGet(); super.list(dir) }
-    })
+    val counted = filesOn(
+      new HadoopBlobStore(
+        new Path(remote.toURI),
+        new Configuration(),
+        LineageConf.DeltaUploadPartBytes.default
+      ) {
+        override def list(dir: String) = { lists.incrementAndGet(); super.list(dir) }
+      }
+    )
     var store: LineageStore = null
     @volatile var armed = false
     val midUpload = new CleanupMidUpload(() => store, () => armed)

@@ -11,6 +11,7 @@ import org.apache.hadoop.fs.Path
 import org.scalatest.BeforeAndAfterEach
 import org.scalatest.funsuite.AnyFunSuite
 
+import io.lineagestore.config.LineageConf
 import io.lineagestore.format.{FileIdentity, StoreIdentity}
 import io.lineagestore.lineage.{CheckpointId, LoadBase}
 import io.lineagestore.storage.{BlobInfo, BlobStore, HadoopBlobStore}
@@ -37,7 +38,11 @@ class LocalResumeSuite extends AnyFunSuite with BeforeAndAfterEach {
   override def afterEach(): Unit = LocalDirectories.deleteRecursively(tmp)
 
   private def blobs = new CountingBlobStore(
-    new HadoopBlobStore(new Path(new File(tmp, "remote").toURI), new Configuration())
+    new HadoopBlobStore(
+      new Path(new File(tmp, "remote").toURI),
+      new Configuration(),
+      LineageConf.DeltaUploadPartBytes.default
+    )
   )
   private def store(
       local: File,

@@ -6,6 +6,7 @@ import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
 import org.scalatest.funsuite.AnyFunSuite
 
+import io.lineagestore.config.LineageConf
 import io.lineagestore.format.SnapshotZip
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.storage.HadoopBlobStore
@@ -18,7 +19,12 @@ class PendingBlobsSuite extends AnyFunSuite with StoreFixture {
     StoreSettings.Default.copy(minDeltasForSnapshot = 1000, minVersionsToRetain = 5)
 
   /** Blob store whose next zip write fails after the body ran, as when the connection drops mid-PUT. */
-  private final class FailNextZip extends HadoopBlobStore(new Path(remote.toURI), new Configuration()) {
+  private final class FailNextZip
+      extends HadoopBlobStore(
+        new Path(remote.toURI),
+        new Configuration(),
+        LineageConf.DeltaUploadPartBytes.default
+      ) {
     @volatile var armed = false
     override def write(name: String)(body: OutputStream => Unit): Unit =
       if (armed && name.endsWith(".zip")) {

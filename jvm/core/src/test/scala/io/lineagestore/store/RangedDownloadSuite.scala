@@ -11,6 +11,7 @@ import org.apache.hadoop.fs.Path
 import org.scalatest.BeforeAndAfterEach
 import org.scalatest.funsuite.AnyFunSuite
 
+import io.lineagestore.config.LineageConf
 import io.lineagestore.format.{ContentHashes, SnapshotZip, Hex}
 import io.lineagestore.format.{CorruptCheckpointFileException, SnapshotIndex, StoreIdentity}
 import io.lineagestore.lineage.CheckpointId
@@ -31,7 +32,11 @@ class RangedDownloadSuite extends AnyFunSuite with BeforeAndAfterEach {
   override def afterEach(): Unit = LocalDirectories.deleteRecursively(tmp)
 
   private def files(ranged: RangedDownload) = new CheckpointFiles(
-    new HadoopBlobStore(new Path(new File(tmp, "remote").toURI), new Configuration()),
+    new HadoopBlobStore(
+      new Path(new File(tmp, "remote").toURI),
+      new Configuration(),
+      LineageConf.DeltaUploadPartBytes.default
+    ),
     StoreIdentity(0, 0, "default"),
     pool,
     ranged

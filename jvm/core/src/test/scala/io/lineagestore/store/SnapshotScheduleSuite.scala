@@ -6,6 +6,7 @@ import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
 import org.scalatest.funsuite.AnyFunSuite
 
+import io.lineagestore.config.LineageConf
 import io.lineagestore.format.StoreIdentity
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.storage.HadoopBlobStore
@@ -73,7 +74,11 @@ class SnapshotScheduleSuite extends AnyFunSuite with StoreFixture {
   test("real stores of partitions 0 and 3 freeze and upload at their own phases") {
     def snapshotsOf(partition: Int, snapshotPartition: Option[Int] = None): Seq[Long] = {
       val remoteDir = new File(tmp, s"remote-$partition-${snapshotPartition.getOrElse("")}")
-      val blobs = new HadoopBlobStore(new Path(remoteDir.toURI), new Configuration())
+      val blobs = new HadoopBlobStore(
+        new Path(remoteDir.toURI),
+        new Configuration(),
+        LineageConf.DeltaUploadPartBytes.default
+      )
       val partitionFiles = new CheckpointFiles(blobs, StoreIdentity(0, partition, "default"), pool)
       val s = newStore(checkpointFiles = partitionFiles, snapshotPartition = snapshotPartition)
       var head = CheckpointId.Empty

@@ -9,6 +9,7 @@ import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
 import org.scalatest.{BeforeAndAfterEach, Suite}
 
+import io.lineagestore.config.LineageConf
 import io.lineagestore.format.StoreIdentity
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.storage.{BlobStore, HadoopBlobStore}
@@ -35,7 +36,8 @@ trait StoreFixture extends BeforeAndAfterEach { this: Suite =>
     finally { opened.foreach(_.close()); opened.clear() }
 
   protected def remote = new File(tmp, "remote")
-  protected def remoteBlobs: BlobStore = new HadoopBlobStore(new Path(remote.toURI), new Configuration())
+  protected def remoteBlobs: BlobStore =
+    new HadoopBlobStore(new Path(remote.toURI), new Configuration(), LineageConf.DeltaUploadPartBytes.default)
   protected def files: CheckpointFiles = filesOn(remoteBlobs)
   protected def filesOn(blobs: BlobStore): CheckpointFiles =
     new CheckpointFiles(blobs, StoreIdentity(0, 0, "default"), pool)

@@ -10,6 +10,7 @@ import org.apache.hadoop.fs.Path
 import org.scalatest.BeforeAndAfterEach
 import org.scalatest.funsuite.AnyFunSuite
 
+import io.lineagestore.config.LineageConf
 import io.lineagestore.format.SnapshotZip
 import io.lineagestore.format.StoreIdentity
 import io.lineagestore.lineage.{CommitLogEntry, CommittedLineage}
@@ -34,7 +35,11 @@ class CheckpointToolsSuite extends AnyFunSuite with BeforeAndAfterEach {
     */
   private def storeWriter(): LineageStore = new LineageStore(
     new CheckpointFiles(
-      new HadoopBlobStore(new Path(storeDir.toURI), new Configuration()),
+      new HadoopBlobStore(
+        new Path(storeDir.toURI),
+        new Configuration(),
+        LineageConf.DeltaUploadPartBytes.default
+      ),
       StoreIdentity(0, 0, "default"),
       pool
     ),

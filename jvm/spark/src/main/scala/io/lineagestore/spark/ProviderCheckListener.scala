@@ -1,7 +1,7 @@
 package io.lineagestore.spark
 
 import org.apache.spark.internal.Logging
-import org.apache.spark.sql.execution.streaming.state.lineagestore.CheckpointProvider
+import org.apache.spark.sql.execution.streaming.state.lineagestore.{CheckpointProvider, LineageTws}
 import org.apache.spark.sql.streaming.StreamingQueryListener
 import org.apache.spark.sql.streaming.StreamingQueryListener._
 
@@ -30,7 +30,7 @@ class ProviderCheckListener extends StreamingQueryListener with Logging {
 }
 
 object ProviderCheckListener {
-  val Ours: String = classOf[LineageStateStoreProvider].getName
+  val Ours: String = LineageTws.ProviderClassName
 
   /** The text for a checkpoint whose offset log records `recorded`; None when it is lineagestore's (or none
     * is recorded: a new checkpoint takes the session's provider).

@@ -16,15 +16,11 @@ import org.apache.spark.sql.catalyst.expressions.{
   UnsafeProjection,
   UnsafeRow
 }
-import org.apache.spark.sql.execution.streaming.state.lineagestore.{
-  InternalFrames,
-  PlanPartitioning,
-  SparkKeyPlacement
-}
+import org.apache.spark.sql.execution.streaming.state.lineagestore.{InternalFrames, SparkKeyPlacement}
 import org.apache.spark.sql.types._
 
-import io.lineagestore.format.{AdjunctCommit, AdjunctTableLog}
-import io.lineagestore.lineage.AdjunctRetention
+import io.lineagestore.adjunct.{AdjunctCommit, AdjunctRetention, AdjunctTableLog}
+import io.lineagestore.config.LineageConf
 import io.lineagestore.storage.HadoopBlobStore
 
 /** Looks events up in an adjunct table on the executors (docs/adjunct-tables.md "Look up"): a JVM operator
@@ -229,7 +225,8 @@ object AdjunctLookup {
   private def versionRecords(spark: SparkSession, path: String, checkpoint: String): HadoopBlobStore =
     new HadoopBlobStore(
       new Path(new Path(checkpoint, "adjunct"), tableKey(path)),
-      spark.sparkContext.hadoopConfiguration
+      spark.sparkContext.hadoopConfiguration,
+      LineageConf.DeltaUploadPartBytes.default
     )
 
   def tableKey(path: String): String =

@@ -15,8 +15,8 @@ import org.apache.spark.sql.catalyst.expressions.{
 }
 import org.apache.spark.sql.types._
 
-import io.lineagestore.format.{AdjunctCommit, ReplicaMark}
-import io.lineagestore.lineage.{AdjunctRetention, CheckpointId}
+import io.lineagestore.adjunct.{AdjunctCommit, AdjunctRetention, ReplicaMark}
+import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.store.LineageStore
 import org.apache.spark.sql.execution.streaming.state.lineagestore.{InternalFrames, SparkKeyPlacement}
 

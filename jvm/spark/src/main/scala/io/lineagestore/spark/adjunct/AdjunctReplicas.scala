@@ -5,8 +5,9 @@ import scala.util.control.NonFatal
 
 import org.apache.hadoop.fs.Path
 
+import io.lineagestore.adjunct.{AdjunctTableLog, ReplicaMark}
 import io.lineagestore.config.LineageConf
-import io.lineagestore.format.{AdjunctTableLog, ReplicaMark, StoreIdentity}
+import io.lineagestore.format.StoreIdentity
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.storage.HadoopBlobStore
 import io.lineagestore.store._
@@ -33,7 +34,7 @@ final class AdjunctLocalStore(
     try
       new LineageStore(
         new CheckpointFiles(
-          new HadoopBlobStore(new Path(storePath), conf),
+          new HadoopBlobStore(new Path(storePath), conf, LineageConf.DeltaUploadPartBytes.default),
           StoreIdentity(0, 0, "default"),
           SharedTransferPool(LineageConf.TransferThreads.from(confEntries))
         ),
@@ -153,7 +154,13 @@ object AdjunctReplicas {
     }
 
     private lazy val tableLog =
-      new AdjunctTableLog(new HadoopBlobStore(new Path(storePath).getParent.getParent, local.conf))
+      new AdjunctTableLog(
+        new HadoopBlobStore(
+          new Path(storePath).getParent.getParent,
+          local.conf,
+          LineageConf.DeltaUploadPartBytes.default
+        )
+      )
 
     def release(): Unit = synchronized { readers -= 1; notifyAll() }
 

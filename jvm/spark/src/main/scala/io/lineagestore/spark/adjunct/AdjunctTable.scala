@@ -6,8 +6,8 @@ import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
 import org.apache.spark.sql.types._
 
+import io.lineagestore.adjunct.{AdjunctCommit, AdjunctTableLog}
 import io.lineagestore.config.{InvalidConfigException, LineageConf}
-import io.lineagestore.format.{AdjunctCommit, AdjunctTableLog}
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.storage.HadoopBlobStore
 import io.lineagestore.store.StoreSettings
@@ -50,7 +50,9 @@ object AdjunctSchema {
 
 /** An adjunct table at `path` as the driver sees it: its files, opened with `hadoopConf`. */
 final class AdjunctTable(val path: String, hadoopConf: Configuration) {
-  val log = new AdjunctTableLog(new HadoopBlobStore(new Path(path), hadoopConf))
+  val log = new AdjunctTableLog(
+    new HadoopBlobStore(new Path(path), hadoopConf, LineageConf.DeltaUploadPartBytes.default)
+  )
   def storePath: String = storePathOf(0)
   def storePathOf(partition: Int): String =
     new Path(new Path(path), AdjunctTableLog.storeDir(partition)).toString

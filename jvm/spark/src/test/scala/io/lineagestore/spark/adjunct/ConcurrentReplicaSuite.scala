@@ -12,7 +12,8 @@ import org.apache.hadoop.fs.Path
 import org.scalatest.funsuite.AnyFunSuite
 
 import io.lineagestore.config.LineageConf
-import io.lineagestore.format.{AdjunctTableLog, StoreIdentity}
+import io.lineagestore.adjunct.AdjunctTableLog
+import io.lineagestore.format.StoreIdentity
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.storage.HadoopBlobStore
 import io.lineagestore.store.{CheckpointFiles, ColumnFamilies, LineageStore, StoreSettings}
@@ -48,7 +49,11 @@ class ConcurrentReplicaSuite extends AnyFunSuite {
     // a few, so loading the next version replays a small delta and the replica changes version often
     val writer = new LineageStore(
       new CheckpointFiles(
-        new HadoopBlobStore(new Path(storePath), new Configuration()),
+        new HadoopBlobStore(
+          new Path(storePath),
+          new Configuration(),
+          LineageConf.DeltaUploadPartBytes.default
+        ),
         StoreIdentity(0, 0, "default"),
         pool
       ),

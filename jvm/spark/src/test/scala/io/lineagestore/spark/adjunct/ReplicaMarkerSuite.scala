@@ -8,8 +8,9 @@ import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
 import org.scalatest.funsuite.AnyFunSuite
 
+import io.lineagestore.adjunct.AdjunctTableLog
 import io.lineagestore.config.LineageConf
-import io.lineagestore.format.{AdjunctTableLog, StoreIdentity}
+import io.lineagestore.format.StoreIdentity
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.storage.HadoopBlobStore
 import io.lineagestore.store.{CheckpointFiles, ColumnFamilies, LineageStore, StoreSettings}
@@ -27,7 +28,11 @@ class ReplicaMarkerSuite extends AnyFunSuite {
     val pool = Executors.newFixedThreadPool(2)
     val writer = new LineageStore(
       new CheckpointFiles(
-        new HadoopBlobStore(new Path(storePath), new Configuration()),
+        new HadoopBlobStore(
+          new Path(storePath),
+          new Configuration(),
+          LineageConf.DeltaUploadPartBytes.default
+        ),
         StoreIdentity(0, 0, "default"),
         pool
       ),
@@ -40,7 +45,9 @@ class ReplicaMarkerSuite extends AnyFunSuite {
         writer.put(ColumnFamilies.DefaultId, "k".getBytes(UTF_8), "v".getBytes(UTF_8))
         writer.commit()
       } finally writer.close()
-    val markers = new AdjunctTableLog(new HadoopBlobStore(table, new Configuration()))
+    val markers = new AdjunctTableLog(
+      new HadoopBlobStore(table, new Configuration(), LineageConf.DeltaUploadPartBytes.default)
+    )
     val confEntries = Map(LineageConf.LocalDir.key -> new File(root, "local").getPath)
     val replica = AdjunctReplicas.replica(storePath, confEntries, -1)
     // the markers' directory cannot be created while a file stands in its place

@@ -22,6 +22,7 @@ import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types.{DataType, StructType}
 
 import io.lineagestore.engine.ListMerge
+import io.lineagestore.lineage.StateLayout
 import io.lineagestore.store.{ColumnFamilies, CrashPoints}
 import io.lineagestore.tools.Json._
 import io.lineagestore.tools.StoreRepartitioner
@@ -70,7 +71,7 @@ object StateMigration {
     val storeFamily = ColumnFamilies.DefaultName // the operators migrated here keep their rows there
     writeNewStores(operatorId, storeName, newPartitions, operatorDir, batchId) { sink =>
       (0 until oldPartitions).foreach { old =>
-        val storeId = StateStoreId(s"${checkpoint.stripSuffix("/")}/state", operatorId, old, storeName)
+        val storeId = StateStoreId(StateLayout.stateRoot(checkpoint), operatorId, old, storeName)
         val provider = StateStoreProvider.createAndInit(
           StateStoreProviderId(storeId, UUID.randomUUID()),
           keySchema,
@@ -141,7 +142,7 @@ object StateMigration {
     writeNewStores(operatorId, storeName, newPartitions, operatorDir, batchId) { sink =>
       families.foreach { case (s, _, _) => sink.family(s.colFamilyName) }
       (0 until oldPartitions).foreach { old =>
-        val storeId = StateStoreId(s"${checkpoint.stripSuffix("/")}/state", operatorId, old, storeName)
+        val storeId = StateStoreId(StateLayout.stateRoot(checkpoint), operatorId, old, storeName)
         val provider = StateStoreProvider.createAndInit(
           StateStoreProviderId(storeId, UUID.randomUUID()),
           first.keySchema,
@@ -221,12 +222,11 @@ object StateMigration {
       operatorDir: String,
       batchId: Long
   )(fill: StoreRepartitioner.RowSink => Unit): String = {
-    val suffix = if (storeName == "default") "" else s"/$storeName"
     val r = StoreRepartitioner.write(
       operatorId,
       storeName,
       newPartitions,
-      p => s"${operatorDir.stripSuffix("/")}/$p$suffix",
+      p => StateLayout.storeDir(operatorDir, p, storeName),
       batchId + 1,
       CrashPoints.None,
       new File(System.getProperty("java.io.tmpdir"))

@@ -193,6 +193,11 @@ object LineageTransformWithStateInPySparkExec {
   * see no difference.
   */
 object LineageTws {
+
+  /** The provider's class name, the one statement of it in Scala (users set it, offset logs record it). A
+    * string here because the shim does not see the glue (the glue imports the shim); the glue takes it from
+    * here, and TwsSuite checks that it names the real class.
+    */
   val ProviderClassName = "io.lineagestore.spark.LineageStateStoreProvider"
 
   def isLineageProvider(conf: SQLConf): Boolean =

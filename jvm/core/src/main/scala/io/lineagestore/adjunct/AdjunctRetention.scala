@@ -1,4 +1,6 @@
-package io.lineagestore.lineage
+package io.lineagestore.adjunct
+
+import io.lineagestore.lineage.CheckpointId
 
 /** What an adjunct table's bookkeeping may lose (docs/adjunct-tables.md "Clean-up"): pure decisions over
   * names and numbers; the glue lists, reads and deletes.

@@ -1,6 +1,8 @@
-package io.lineagestore.lineage
+package io.lineagestore.adjunct
 
 import org.scalatest.funsuite.AnyFunSuite
+
+import io.lineagestore.lineage.CheckpointId
 
 /** The adjunct clean-up decisions on examples: which version records and replica markers may go. */
 class AdjunctRetentionSuite extends AnyFunSuite {

@@ -1,4 +1,4 @@
-package io.lineagestore.format
+package io.lineagestore.adjunct
 
 import java.io.{ByteArrayOutputStream, InputStreamReader, StringReader}
 import java.nio.charset.StandardCharsets.UTF_8
@@ -6,6 +6,7 @@ import java.util.Properties
 
 import scala.jdk.CollectionConverters._
 
+import io.lineagestore.format.CorruptCheckpointFileException
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.storage.BlobStore
 

@@ -1,4 +1,4 @@
-package org.apache.spark.sql.execution.streaming.state.lineagestore
+package io.lineagestore.spark.adjunct
 
 import org.apache.spark.sql.{classic, DataFrame, Row}
 import org.apache.spark.sql.catalyst.expressions.{Attribute, Expression}
@@ -10,9 +10,10 @@ import org.apache.spark.sql.catalyst.plans.physical.{
 }
 import org.apache.spark.sql.execution.adaptive.AdaptiveSparkPlanExec
 
-/** Thin shim: how a DataFrame's rows are partitioned when it runs, read from its physical plan's
-  * `outputPartitioning` (what Spark's planner itself uses to decide whether a shuffle is needed). For the
-  * partitioned adjunct lookup, which reads partition p's store in the task of partition p.
+/** How a DataFrame's rows are partitioned when it runs, read from its physical plan's `outputPartitioning`
+  * (what Spark's planner itself uses to decide whether a shuffle is needed; public developer API, so it lives
+  * in the glue, not the shim). For the partitioned adjunct lookup, which reads partition p's store in the
+  * task of partition p.
   */
 object PlanPartitioning {
 

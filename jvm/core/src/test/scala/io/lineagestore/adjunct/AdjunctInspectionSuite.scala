@@ -1,4 +1,4 @@
-package io.lineagestore.tools
+package io.lineagestore.adjunct
 
 import java.io.File
 import java.nio.file.Files
@@ -9,10 +9,12 @@ import org.apache.hadoop.fs.Path
 import org.scalatest.BeforeAndAfterEach
 import org.scalatest.funsuite.AnyFunSuite
 
-import io.lineagestore.format.{AdjunctCommit, AdjunctTableLog, ReplicaMark, StoreIdentity}
+import io.lineagestore.config.LineageConf
+import io.lineagestore.format.StoreIdentity
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.storage.HadoopBlobStore
 import io.lineagestore.store.{CheckpointFiles, LineageStore, LocalDirectories, StoreSettings}
+import io.lineagestore.tools.CheckpointTools
 
 /** An adjunct table's commit log and `inspect` over a table written by the real store on a local Hadoop
   * filesystem: records round-trip, versions are listed in order, an unfinished batch (a delta no record
@@ -26,12 +28,18 @@ class AdjunctInspectionSuite extends AnyFunSuite with BeforeAndAfterEach {
   override def afterEach(): Unit = LocalDirectories.deleteRecursively(tmp)
 
   private def table = new File(tmp, "table").toURI.toString
-  private def log = new AdjunctTableLog(new HadoopBlobStore(new Path(table), new Configuration()))
+  private def log = new AdjunctTableLog(
+    new HadoopBlobStore(new Path(table), new Configuration(), LineageConf.DeltaUploadPartBytes.default)
+  )
 
   private def writeVersions(committed: Int, unfinished: Boolean): Unit = {
     val store = new LineageStore(
       new CheckpointFiles(
-        new HadoopBlobStore(new Path(new Path(table), AdjunctTableLog.StoreDir), new Configuration()),
+        new HadoopBlobStore(
+          new Path(new Path(table), AdjunctTableLog.StoreDir),
+          new Configuration(),
+          LineageConf.DeltaUploadPartBytes.default
+        ),
         StoreIdentity(0, 0, "default"),
         pool
       ),
@@ -53,9 +61,9 @@ class AdjunctInspectionSuite extends AnyFunSuite with BeforeAndAfterEach {
     writeVersions(committed = 11, unfinished = true)
     assert(log.commits().map(_.version) == (1L to 11L))
     assert(log.latest().contains(AdjunctCommit(11, "u11", "src", 10)))
-    assert(AdjunctInspection.isTable(table))
-    assert(!AdjunctInspection.isTable(new File(tmp, "nothing").toURI.toString))
-    val report = AdjunctInspection.inspect(table).render
+    assert(AdjunctInspection.isTable(table, new Configuration()))
+    assert(!AdjunctInspection.isTable(new File(tmp, "nothing").toURI.toString, new Configuration()))
+    val report = CheckpointTools.inspectAdjunctTable(table)
     assert(report.contains("\"deltas\": 12,"), report)
     assert(report.contains("\"uncommitted\": [\"12_u12.delta\"]"), report)
     assert(
@@ -75,10 +83,10 @@ class AdjunctInspectionSuite extends AnyFunSuite with BeforeAndAfterEach {
     // a replica that moved back (a read of an older version) and on: its newest marker counts, not its highest
     log.writeReplica(ReplicaMark("2@127.0.0.3", 5, "u5", 900L, 0L, 2L), 9)
     log.writeReplica(ReplicaMark("2@127.0.0.3", 3, "u3", 950L, 0L, 3L), 10)
-    new HadoopBlobStore(new Path(table), new Configuration())
+    new HadoopBlobStore(new Path(table), new Configuration(), LineageConf.DeltaUploadPartBytes.default)
       .write(AdjunctTableLog.replicaName("3@torn", 1))(_.write("version=".getBytes("UTF-8")))
     assert(log.replicas().map(r => r.name -> r.version) == Seq("1@127.0.0.2" -> 4L, "2@127.0.0.3" -> 3L))
-    val report = AdjunctInspection.inspect(table).render
+    val report = CheckpointTools.inspectAdjunctTable(table)
     assert(
       report.contains(
         "{\"replica\": \"2@127.0.0.3\", \"version\": 3, \"uniqueId\": \"u3\", \"lag\": 1, " +
@@ -106,7 +114,11 @@ class AdjunctInspectionSuite extends AnyFunSuite with BeforeAndAfterEach {
     // partition 0 commits at table versions 1 and 3, partition 1 at version 2 only
     def storeOf(p: Int) = new LineageStore(
       new CheckpointFiles(
-        new HadoopBlobStore(new Path(new Path(table), AdjunctTableLog.storeDir(p)), new Configuration()),
+        new HadoopBlobStore(
+          new Path(new Path(table), AdjunctTableLog.storeDir(p)),
+          new Configuration(),
+          LineageConf.DeltaUploadPartBytes.default
+        ),
         StoreIdentity(0, p, "default"),
         pool
       ),
@@ -135,7 +147,7 @@ class AdjunctInspectionSuite extends AnyFunSuite with BeforeAndAfterEach {
     log.writeReplica(ReplicaMark("1@h", 1, "b1", 1000L, 0L, 1L, partition = 1), 1)
     log.writeReplica(ReplicaMark("1@h", 1, "a1", 1000L, 0L, 1L, partition = 0), 1)
     assert(log.replicas().map(r => (r.name, r.partition)) == Seq("1@h" -> 0, "1@h" -> 1))
-    val report = AdjunctInspection.inspect(table).render
+    val report = CheckpointTools.inspectAdjunctTable(table)
     assert(report.contains("\"partitions\": 2"), report)
     assert(report.contains("\"deltas\": 4,"), report)
     assert(report.contains("\"uncommitted\": [\"1/2_b2orphan.delta\"]"), report)
@@ -159,7 +171,7 @@ class AdjunctInspectionSuite extends AnyFunSuite with BeforeAndAfterEach {
 
   test("a record lacking a field fails naming the record") {
     log.writeMeta(Map("keySchema" -> "k", "valueSchema" -> "v"))
-    new HadoopBlobStore(new Path(table), new Configuration())
+    new HadoopBlobStore(new Path(table), new Configuration(), LineageConf.DeltaUploadPartBytes.default)
       .write(AdjunctTableLog.commitName(3))(_.write("version=3\n".getBytes("UTF-8")))
     val e = intercept[Exception](log.commits())
     assert(
