@@ -20,7 +20,7 @@ from pyspark.sql.types import StructType
 
 from lineagestore import repartition as rp
 from lineagestore.checkpoint import CheckpointError, gc, load, verify
-from lineagestore.checkpoint_jvm import connect
+from lineagestore.jvm import connect
 from lineagestore.testing.harness import PROVIDER_CLASSES, close_state_stores
 
 SCHEMA = "k string, g int, v long"

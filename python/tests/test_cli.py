@@ -408,7 +408,7 @@ def test_bad_input_is_named_with_exit_code_3(base, capsys, tmp_path):
 
 
 def test_a_jvm_without_the_jar_is_refused_clearly():
-    from lineagestore.checkpoint_jvm import JvmTools, ToolsUnavailable
+    from lineagestore.jvm import JvmTools, ToolsUnavailable
 
     class Package:  # what py4j returns for a name it cannot resolve
         def __getattr__(self, name):
@@ -431,7 +431,7 @@ def test_console_script_runs_its_own_gateway_jvm(base):
 
 
 def test_in_session_the_jars_options_are_refused_and_s3a_is_checked(base, capsys, monkeypatch):
-    from lineagestore.checkpoint_jvm import MissingFilesystem, connect
+    from lineagestore.jvm import MissingFilesystem, connect
 
     rc, _, err = run(capsys, "--packages", "g:a:1", "inspect", str(base[1]))
     assert rc == EXIT_ENVIRONMENT and "give them to that session instead" in err

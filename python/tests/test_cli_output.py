@@ -24,7 +24,8 @@ def test_progress_line_and_durations(monkeypatch):
 
     monkeypatch.setenv("TERM", "xterm")  # a terminal rich draws on (TERM=dumb: no live display)
 
-    from lineagestore.checkpoint import Progress, parse_duration_ms
+    from lineagestore._units import parse_duration_ms
+    from lineagestore.cli.progress import Progress
 
     buf = io.StringIO()
     p = Progress(True, buf)
@@ -55,14 +56,14 @@ def test_progress_line_and_durations(monkeypatch):
 
 
 def test_tables_are_plain_when_stdout_is_not_a_terminal_and_fit_a_terminal_otherwise(monkeypatch):
-    from lineagestore import cli_render
+    from lineagestore.cli import render as cli_render
 
     header, rows = (
         ["store", "head", "files"],
         [["state/0/0", "3_" + "a" * 60, "12"], ["state/0/1", "3_b", "4"]],
     )
     # pytest captures stdout: not a terminal, so the plain layout scripts read
-    assert cli_render._table(header, rows).splitlines()[1].split() == rows[0]
+    assert cli_render.table(header, rows).splitlines()[1].split() == rows[0]
 
     class Tty:
         def isatty(self):
@@ -71,10 +72,10 @@ def test_tables_are_plain_when_stdout_is_not_a_terminal_and_fit_a_terminal_other
     monkeypatch.setattr(cli_render.sys, "stdout", Tty())
     monkeypatch.delenv("CI", raising=False)
     monkeypatch.setenv("TERM", "dumb")  # a terminal that cannot draw: plain, as in a log
-    assert cli_render._table(header, rows).splitlines()[1].split() == rows[0]
+    assert cli_render.table(header, rows).splitlines()[1].split() == rows[0]
     monkeypatch.setenv("TERM", "xterm")
     monkeypatch.setattr(cli_render.shutil, "get_terminal_size", lambda: os.terminal_size((40, 20)))
-    drawn = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", cli_render._table(header, rows))
+    drawn = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", cli_render.table(header, rows))
     assert all(len(line) <= 40 for line in drawn.splitlines()), drawn
     assert "state/0/0" in drawn and "aaaa" in drawn  # the long cell folds onto more lines, none is cut
     assert drawn.count("a") >= 60

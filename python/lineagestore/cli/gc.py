@@ -1,0 +1,106 @@
+"""``lineagestore gc``: what clean-up would delete and why (deleting only with ``--apply``), as text or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import textwrap
+from typing import Any
+
+from lineagestore._units import duration_text
+from lineagestore._units import human_bytes as hb
+from lineagestore.cli.common import EXIT_OK, EXIT_PROBLEMS, Verb, duration, emit, positive_int
+from lineagestore.cli.render import short_id
+
+
+def _arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("checkpoint", help="checkpoint directory or URI")
+    p.add_argument(
+        "--retain",
+        type=positive_int,
+        default=100,
+        metavar="N",
+        help="versions to keep loadable, like spark.sql.streaming.minBatchesToRetain (default: 100)",
+    )
+    p.add_argument(
+        "--grace",
+        type=duration,
+        default="6h",
+        metavar="DURATION",
+        help="unreferenced blobs younger than this are kept, e.g. 30m, 6h, 2d (default: 6h, like "
+        "spark.sql.streaming.stateStore.lineagestore.orphanGracePeriodMs)",
+    )
+    p.add_argument("--apply", action="store_true", help="delete the files listed (default: only show them)")
+    p.add_argument("--json", action="store_true", help="print the plan (and what was deleted) as JSON")
+
+
+def run(args: argparse.Namespace, tools: Any, progress: Any) -> int:
+    from lineagestore import checkpoint
+
+    cp = checkpoint.load(tools, args.checkpoint)
+    result = checkpoint.gc(tools, cp, args.retain, args.grace, args.apply, progress)
+    emit(args, result, render)
+    return EXIT_PROBLEMS if result["errors"] else EXIT_OK
+
+
+def render(r: dict) -> str:
+    mode = "deleting" if r["applied"] else "dry run, nothing is deleted (add --apply to delete)"
+    out = [
+        f"gc {r['checkpoint']}: {mode}; keeping the newest {r['retain']} versions, "
+        f"unreferenced blobs kept while younger than {duration_text(r['graceMs'])}"
+    ]
+    verb = "deleted" if r["applied"] else "delete"
+    for s in r["stores"]:
+        if s["refused"]:
+            out.append(f"{s['path']}: nothing to do: {s['refused']}")
+            continue
+        base = s["snapshotBase"]
+        base = f"snapshot {short_id(base)}" if base and not base.startswith("0 ") else "the empty state"
+        out.append(
+            f"{s['path']}: head {short_id(s['head'])}, oldest retained version {s['oldestRetained']}, "
+            f"rebuilt from {base}"
+        )
+        width = max([len(d["file"]) for d in s["delete"] + s["keptYoungOrphans"]] + [10])
+        for d in s["delete"]:
+            out.append(f"  {verb}  {d['file'].ljust(width)}  {hb(d['bytes']):>10}  {d['reason']}")
+        for d in s["keptYoungOrphans"]:
+            out.append(f"  keep    {d['file'].ljust(width)}  {hb(d['bytes']):>10}  {d['reason']}")
+        if not s["delete"]:
+            out.append("  nothing to delete")
+        for w in s["warnings"]:
+            out.append(f"  warning: {w}")
+        for e in s["errors"]:
+            out.append(f"  ERROR: {e}")
+    total = f"{r['deleteFiles']} files ({hb(r['deleteBytes'])})"
+    kept = f"{r['keptFiles']} files ({hb(r['keptBytes'])}) kept"
+    out.append(f"total: {'deleted' if r['applied'] else 'would delete'} {total}; {kept}")
+    if r["errors"]:
+        out.append(f"{len(r['errors'])} file(s) could not be deleted")
+    return "\n".join(out)
+
+
+VERB = Verb(
+    name="gc",
+    help="what clean-up would delete and why; deletes only with --apply",
+    description=textwrap.dedent(
+        """\
+            Plan the clean-up of every store with the store's own planners: keep the newest N versions and
+            what rebuilds the oldest of them (the newest committed snapshot at or below it and the deltas
+            after it); delete older files, attempts outside the committed lineage once they left the window,
+            the shared blobs only deleted snapshots referenced, and blobs no snapshot references once older
+            than the grace period (younger ones may belong to an upload in progress). A dry run unless
+            --apply; deletes zips first, then blobs, then deltas. Spark's own commit log and offsets are
+            left alone (Spark purges them itself)."""
+    ),
+    epilog=textwrap.dedent(
+        """\
+            examples:
+              lineagestore gc /data/checkpoints/clicks                  # dry run, keeps the newest 100
+              lineagestore gc /data/checkpoints/clicks --retain 20 --grace 1h
+              lineagestore gc /data/checkpoints/clicks --retain 20 --apply
+
+            Use the query's spark.sql.streaming.minBatchesToRetain as --retain (Spark's default is 100), so
+            every batch Spark may still ask for stays loadable. Stop the query before --apply."""
+    ),
+    arguments=_arguments,
+    run=run,
+)
