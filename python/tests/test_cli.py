@@ -10,6 +10,7 @@ on copies of that checkpoint; one runs the installed console script (its own gat
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import shutil
@@ -242,7 +243,10 @@ def test_inspect_of_a_damaged_delta_exits_1_and_says_so_in_the_summary(copy, cap
     (delta.parent / f".{delta.name}.crc").unlink()  # as on an object store: lineagestore's own CRC catches it
     rc, out, err = run(capsys, "inspect", str(copy))
     assert rc == EXIT_PROBLEMS, out + err
-    summary = next(line for line in out.splitlines() if line.startswith("PROBLEMS:"))
+    lines = out.splitlines()  # the summary: the PROBLEMS: paragraph (its continuation lines are indented)
+    start = next(i for i, line in enumerate(lines) if line.startswith("PROBLEMS:"))
+    rest = itertools.takewhile(lambda line: line.startswith("  "), lines[start + 1 :])
+    summary = " ".join(line.strip() for line in [lines[start], *rest])
     assert "in 1 store(s): state/0/1" in summary and "lineagestore verify" in summary
     assert "docs/operations.md#restarting-from-an-older-checkpoint" in summary
     assert delta.name in out

@@ -61,6 +61,7 @@ def verify(
         )
     return {
         "checkpoint": cp.display,
+        "uri": cp.uri,
         "ok": not problems,
         "batches": chosen,
         "skippedBatches": skipped,

@@ -6,8 +6,8 @@ import argparse
 import textwrap
 from typing import Any
 
-from lineagestore._units import human_bytes as hb
 from lineagestore.cli.common import EXIT_OK, Verb, emit
+from lineagestore.cli.render import Page, keep, size
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
@@ -27,18 +27,20 @@ def run(args: argparse.Namespace, tools: Any, progress: Any) -> int:
     return EXIT_OK
 
 
-def render(r: dict) -> str:
+def render(r: dict, width: int | None = None) -> str:
+    page = Page(width)
     qid = (
         f"new query id {r['queryId']}"
         if r["newQueryId"]
         else f"query id {r['queryId']} (the source's: do not run both in one SparkSession at once)"
     )
-    return (
-        f"cloned {r['source']} -> {r['destination']}: {r['files']} files, {hb(r['bytes'])} "
+    page.line(
+        f"cloned {r['source']} -> {r['destination']}: {r['files']} files, {size(r['bytes'])} "
         f"({r['linked']} hard-linked, {r.get('serverCopied', 0)} copied server-side, {r['copied']} copied); "
-        f"{qid}\n"
-        f"check it with: lineagestore verify {r['destination']}"
+        f"{qid}"
     )
+    page.line(f"check it with: {keep('lineagestore verify')} {r['destination']}")
+    return page.text()
 
 
 VERB = Verb(

@@ -7,9 +7,8 @@ import textwrap
 from typing import Any
 
 from lineagestore._units import duration_text
-from lineagestore._units import human_bytes as hb
 from lineagestore.cli.common import EXIT_OK, EXIT_PROBLEMS, Verb, duration, emit, positive_int
-from lineagestore.cli.render import short_id
+from lineagestore.cli.render import Page, keep, short_id, size
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
@@ -42,40 +41,47 @@ def run(args: argparse.Namespace, tools: Any, progress: Any) -> int:
     return EXIT_PROBLEMS if result["errors"] else EXIT_OK
 
 
-def render(r: dict) -> str:
-    mode = "deleting" if r["applied"] else "dry run, nothing is deleted (add --apply to delete)"
-    out = [
+def render(r: dict, width: int | None = None) -> str:
+    page = Page(width)
+    mode = "deleting" if r["applied"] else keep("dry run,") + " nothing is deleted (add --apply to delete)"
+    page.line(
         f"gc {r['checkpoint']}: {mode}; keeping the newest {r['retain']} versions, "
         f"unreferenced blobs kept while younger than {duration_text(r['graceMs'])}"
-    ]
+    )
     verb = "deleted" if r["applied"] else "delete"
     for s in r["stores"]:
         if s["refused"]:
-            out.append(f"{s['path']}: nothing to do: {s['refused']}")
+            page.line(f"{s['path']}: nothing to do: {s['refused']}")
             continue
         base = s["snapshotBase"]
         base = f"snapshot {short_id(base)}" if base and not base.startswith("0 ") else "the empty state"
-        out.append(
+        page.line(
             f"{s['path']}: head {short_id(s['head'])}, oldest retained version {s['oldestRetained']}, "
             f"rebuilt from {base}"
         )
-        width = max([len(d["file"]) for d in s["delete"] + s["keptYoungOrphans"]] + [10])
-        for d in s["delete"]:
-            out.append(f"  {verb}  {d['file'].ljust(width)}  {hb(d['bytes']):>10}  {d['reason']}")
-        for d in s["keptYoungOrphans"]:
-            out.append(f"  keep    {d['file'].ljust(width)}  {hb(d['bytes']):>10}  {d['reason']}")
+        # each file on a line of its own with its size, the reason under it: a file name is never broken
+        files = [(verb, d) for d in s["delete"]] + [("keep", d) for d in s["keptYoungOrphans"]]
+        name_width = max([len(d["file"]) for _, d in files] + [10])
+        for what, d in files:
+            page.line(f"{what:<6}  {d['file'].ljust(name_width)}  {size(d['bytes']):>10}", indent="  ")
+            page.line(reason_text(d["reason"]), indent="          ", hanging="")
         if not s["delete"]:
-            out.append("  nothing to delete")
+            page.line("nothing to delete", indent="  ")
         for w in s["warnings"]:
-            out.append(f"  warning: {w}")
+            page.line(f"warning: {w}", indent="  ")
         for e in s["errors"]:
-            out.append(f"  ERROR: {e}")
-    total = f"{r['deleteFiles']} files ({hb(r['deleteBytes'])})"
-    kept = f"{r['keptFiles']} files ({hb(r['keptBytes'])}) kept"
-    out.append(f"total: {'deleted' if r['applied'] else 'would delete'} {total}; {kept}")
+            page.line(f"ERROR: {e}", indent="  ")
+    total = f"{r['deleteFiles']} files ({size(r['deleteBytes'])})"
+    kept = f"{r['keptFiles']} files ({size(r['keptBytes'])}) kept"
+    page.line(keep(f"total: {'deleted' if r['applied'] else 'would delete'}") + f" {total}; {kept}")
     if r["errors"]:
-        out.append(f"{len(r['errors'])} file(s) could not be deleted")
-    return "\n".join(out)
+        page.line(f"{len(r['errors'])} file(s) could not be deleted")
+    return page.text()
+
+
+def reason_text(reason: str) -> str:
+    """Why a file goes (or stays), as the JVM words it."""
+    return reason
 
 
 VERB = Verb(

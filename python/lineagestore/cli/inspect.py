@@ -8,10 +8,10 @@ import sys
 import textwrap
 from typing import Any
 
-from lineagestore._units import human_bytes as hb
+from lineagestore._units import human_bytes
 from lineagestore.cli import adjunct_table
 from lineagestore.cli.common import EXIT_OK, EXIT_PROBLEMS, Verb, emit
-from lineagestore.cli.render import RECOVERY_DOC, short_id, table
+from lineagestore.cli.render import RECOVERY_DOC, Page, keep, relative, short_id, size
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
@@ -47,26 +47,31 @@ def run(args: argparse.Namespace, tools: Any, progress: Any) -> int:
     return EXIT_PROBLEMS if report["problems"] else EXIT_OK
 
 
-def render(r: dict) -> str:
+def render(r: dict, width: int | None = None) -> str:
+    page = Page(width)
+    uri = r.get("uri")
     log = r["commitLog"]
-    out = [
-        f"checkpoint   {r['checkpoint']}",
-        f"query id     {r['queryId'] or '(none)'}",
-        "commit log   "
-        + (
+    page.field("checkpoint", r["checkpoint"], 13)
+    page.field("query id", r["queryId"] or "(none)", 13)
+    page.field(
+        "commit log",
+        (
             f"batches {log['first']}..{log['last']} ({log['batches']} committed)"
             if log["batches"]
             else "no committed batch"
         )
         + (f"; uncommitted batches {log['uncommitted']}" if log["uncommitted"] else ""),
-    ]
+        13,
+    )
     for op in r["operators"]:
         kind = op.get("kind") or "(no state metadata: kind unknown)"
-        out.append(
-            f"operator {op['operatorId']}   {kind}, {op['partitions']} partitions x {len(op['storeNames'])} "
-            "store(s): " + ", ".join(op["storeNames"])
+        page.field(
+            f"operator {op['operatorId']}",
+            f"{kind}, {op['partitions']} partitions x {len(op['storeNames'])} store(s): "
+            + ", ".join(op["storeNames"]),
+            13,
         )
-    out.append("")
+    page.line()
     header = ["store", "head", "versions", "attempts", "snapshots", "lag", "deltas", "zips", "blobs", "shared",
               "unique", "orphan blobs"]  # fmt: skip
     rows = []
@@ -87,42 +92,42 @@ def render(r: dict) -> str:
                 f"{n_attempts}" + (f" ({', '.join(extra)})" if extra else ""),
                 str(t["snapshots"]),
                 "-" if s.get("snapshotLag") is None else str(s["snapshotLag"]),
-                hb(t["deltaBytes"]),
-                hb(t["snapshotBytes"]),
-                f"{t['blobs']} / {hb(t['blobBytes'])}",
-                f"{t['sharedBlobs']} / {hb(t['sharedBytes'])}",
-                f"{t['uniqueBlobs']} / {hb(t['uniqueBytes'])}",
-                f"{t['orphanBlobs']} / {hb(t['orphanBlobBytes'])}",
+                size(t["deltaBytes"]),
+                size(t["snapshotBytes"]),
+                f"{t['blobs']} / {size(t['blobBytes'])}",
+                f"{t['sharedBlobs']} / {size(t['sharedBytes'])}",
+                f"{t['uniqueBlobs']} / {size(t['uniqueBytes'])}",
+                f"{t['orphanBlobs']} / {size(t['orphanBlobBytes'])}",
             ]
         )
-    out.append(table(header, rows))
+    page.table(header, rows)
     t = r["totals"]
-    out.append(
-        f"total: {t['deltas']} deltas {hb(t['deltaBytes'])}, {t['snapshots']} snapshots {hb(t['snapshotBytes'])}, "
-        f"{t['blobs']} blobs {hb(t['blobBytes'])} (shared by several snapshots {hb(t['sharedBytes'])}, "
-        f"by one {hb(t['uniqueBytes'])}, by none {hb(t['orphanBlobBytes'])}); "
-        f"{t['orphanAttempts']} orphan attempts {hb(t['orphanAttemptBytes'])}"
+    page.line(
+        f"total: {t['deltas']} deltas {size(t['deltaBytes'])}, {t['snapshots']} snapshots "
+        f"{size(t['snapshotBytes'])}, {t['blobs']} blobs {size(t['blobBytes'])} (shared by several snapshots "
+        f"{size(t['sharedBytes'])}, by one {size(t['uniqueBytes'])}, by none {size(t['orphanBlobBytes'])}); "
+        f"{t['orphanAttempts']} orphan attempts {size(t['orphanAttemptBytes'])}"
     )
     problems = r.get("problems", [])
     if problems:
         stores = sorted({p["store"] for p in problems})
         kinds = sorted({p["kind"] for p in problems})
-        out.append(
+        page.line(
             f"PROBLEMS: {len(problems)} ({', '.join(kinds)}) in {len(stores)} store(s): {', '.join(stores)}; "
-            f"details below. Run `lineagestore verify {r['checkpoint']}` for the batches they break, and "
-            f"see {RECOVERY_DOC} for what to do"
+            f"details below. Run {keep('`lineagestore verify')} {r['checkpoint']}` for the batches they break, "
+            f"and see {RECOVERY_DOC} for what to do"
         )
     for s in r["stores"]:
-        out.append("")
-        out.append(
+        page.line()
+        page.line(
             f"{s['path']}  (operator {s['operatorId']}, partition {s['partitionId']}, store {s['storeName']})"
         )
         chain = [
-            short_id(f"{p['version']}_{p['uniqueId']}") + (" [snapshot]" if p["snapshot"] else "")
+            short_id(f"{p['version']}_{p['uniqueId']}") + (keep(" [snapshot]") if p["snapshot"] else "")
             for p in s["chosenPath"]
             if p["delta"] or p["snapshot"]
         ]
-        out.append("  committed path  " + (" <- ".join(chain) if chain else "(no files)"))
+        page.field("committed path", " <- ".join(chain) if chain else "(no files)", 16, indent="  ")
         by_version: dict[int, list[dict]] = {}
         for c in s["checkpoints"]:
             by_version.setdefault(c["version"], []).append(c)
@@ -132,42 +137,46 @@ def render(r: dict) -> str:
             chosen = [c for c in attempts if c["status"] == "committed"]
             others = [c for c in attempts if c["status"] != "committed"]
             desc = ", ".join(
-                f"{short_id(str(v) + '_' + c['uniqueId'])} ({c['status']}: "
-                + "+".join(k for k in ("delta", "snapshot") if c[k])
-                + ")"
+                keep(
+                    f"{short_id(str(v) + '_' + c['uniqueId'])} ({c['status']}: "
+                    + "+".join(k for k in ("delta", "snapshot") if c[k])
+                    + ")"
+                )
                 for c in others
             )
             if chosen:
                 batch = chosen[0]["batchId"]
                 who = f"batch {batch}" if batch is not None else "the lineage"
-                out.append(
-                    f"  version {v}: {who} chose {short_id(str(v) + '_' + chosen[0]['uniqueId'])} over {desc}"
+                page.line(
+                    f"{keep(f'version {v}: {who} chose')} {short_id(str(v) + '_' + chosen[0]['uniqueId'])} "
+                    f"over {desc}",
+                    indent="  ",
                 )
             else:
-                out.append(f"  version {v}: {desc}")
+                page.line(f"{keep(f'version {v}:')} {desc}", indent="  ")
         orphans = [b for b in s["blobs"] if b["references"] == 0]
         if orphans:
-            out.append(
-                "  orphan blobs    "
-                + ", ".join(
-                    f"shared/{b['name']} ({hb(b['bytes'])}, {b['ageMs'] // 1000}s old)" for b in orphans
-                )
-            )
+            items = [
+                f"shared/{b['name']} " + keep(f"({human_bytes(b['bytes'])}, {b['ageMs'] // 1000}s old)")
+                for b in orphans
+            ]
+            page.field("orphan blobs", ", ".join(items), 16, indent="  ")
         for snap in s["snapshots"]:
             if snap.get("missingBlobs"):
-                out.append(
-                    f"  MISSING blobs of {snap['version']}_{snap['uniqueId'][:8]}.zip: "
-                    + ", ".join(snap["missingBlobs"])
+                page.line(
+                    f"MISSING blobs of {snap['version']}_{snap['uniqueId'][:8]}.zip: "
+                    + ", ".join(snap["missingBlobs"]),
+                    indent="  ",
                 )
         for msg in s["conflicts"]:
-            out.append(f"  CONFLICT: {msg}")
+            page.line(f"CONFLICT: {relative(msg, uri)}", indent="  ")
         for msg in s["errors"]:
-            out.append(f"  ERROR: {msg}")
+            page.line(f"ERROR: {relative(msg, uri)}", indent="  ")
         if s["otherFiles"]:
-            out.append("  other files     " + ", ".join(s["otherFiles"]))
+            page.field("other files", ", ".join(s["otherFiles"]), 16, indent="  ")
     for note in r.get("notes", []):
-        out.append(f"note: {note}")
-    return "\n".join(out)
+        page.line(f"note: {relative(note, uri)}")
+    return page.text()
 
 
 VERB = Verb(

@@ -7,6 +7,7 @@ import argparse
 from typing import Any
 
 from lineagestore.cli.common import EXIT_OK, SPARK, Verb, emit
+from lineagestore.cli.render import Page
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
@@ -22,12 +23,14 @@ def run(args: argparse.Namespace, spark: Any, progress: Any) -> int:
     return EXIT_OK
 
 
-def render(r: dict) -> str:
-    return (
+def render(r: dict, width: int | None = None) -> str:
+    page = Page(width)
+    page.line(
         f"{r['checkpoint']}: moved {r['rowsMoved']} rows from {r['from']} to lineagestore "
         f"({r['oldPartitions']} -> {r['newPartitions']} partitions) as batch {r['newBatch']}; "
         "restart the query"
     )
+    return page.text()
 
 
 VERB = Verb(

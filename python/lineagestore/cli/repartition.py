@@ -8,6 +8,7 @@ import textwrap
 from typing import Any
 
 from lineagestore.cli.common import EXIT_OK, EXIT_USAGE, Verb, emit
+from lineagestore.cli.render import Page
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
@@ -34,21 +35,23 @@ def run(args: argparse.Namespace, tools: Any, progress: Any) -> int:
     return EXIT_OK
 
 
-def render(r: dict) -> str:
+def render(r: dict, width: int | None = None) -> str:
+    page = Page(width)
     if "removed" in r:
-        return f"removed {r['removed']}: the checkpoint is back at its last committed batch"
-    head = (
+        page.line(f"removed {r['removed']}: the checkpoint is back at its last committed batch")
+        return page.text()
+    page.line(
         f"{r['checkpoint']}: batch {r['lastBatch']}'s state, {r['oldPartitions']} -> {r['newPartitions']} "
         f"partitions, recorded as batch {r['newBatch']} (store version {r['storeVersion']})"
         + (" (finishing an interrupted repartition)" if r["resume"] else "")
     )
-    lines = [head]
     if r.get("dryRun"):
-        lines.append("dry run: would write")
-        lines += [f"  {w}" for w in r["writes"]]
+        page.line("dry run: would write")
+        for w in r["writes"]:
+            page.line(w, indent="  ", hanging="    ")
     else:
-        lines.append(f"moved {r.get('rowsMoved', 0)} rows in {len(r['stores'])} stores; restart the query")
-    return "\n".join(lines)
+        page.line(f"moved {r.get('rowsMoved', 0)} rows in {len(r['stores'])} stores; restart the query")
+    return page.text()
 
 
 VERB = Verb(

@@ -6,9 +6,8 @@ import argparse
 import textwrap
 from typing import Any
 
-from lineagestore._units import human_bytes as hb
 from lineagestore.cli.common import EXIT_OK, EXIT_PROBLEMS, Verb, emit, positive_int
-from lineagestore.cli.render import RECOVERY_DOC, batches_text
+from lineagestore.cli.render import RECOVERY_DOC, Page, batches_text, relative, size
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
@@ -28,45 +27,50 @@ def run(args: argparse.Namespace, tools: Any, progress: Any) -> int:
     return EXIT_OK if result["ok"] else EXIT_PROBLEMS
 
 
-def render(r: dict) -> str:
-    out = [
+def render(r: dict, width: int | None = None) -> str:
+    page = Page(width)
+    uri = r.get("uri")
+    page.line(
         f"verify {r['checkpoint']}: batches {batches_text(r['batches'])} in {r['stores']} stores"
         + (
             f" (older batches {batches_text(r['skippedBatches'])} skipped: outside retention)"
             if r["skippedBatches"]
             else ""
-        )  # fmt: skip
-    ]
+        )
+    )
     for s in r["results"]:
         n = len(s["checked"])
         status = "ok  " if s["ok"] else "FAIL"
         bad = sum(1 for c in s["checked"] if not c["ok"])
-        out.append(
-            f"  {status} {s['path']}: {n - bad}/{n} checkpoints load" + (f" ({bad} do not)" if bad else "")
+        page.line(
+            f"{status} {s['path']}: {n - bad}/{n} checkpoints load" + (f" ({bad} do not)" if bad else ""),
+            indent="  ",
+            hanging="     ",
         )
         for c in s["checked"]:
             if c.get("detourAround"):
-                out.append(
-                    f"       batch {c['batchId']} loads only by a detour around {', '.join(c['detourAround'])}"
+                page.line(
+                    f"batch {c['batchId']} loads only by a detour around {', '.join(c['detourAround'])}",
+                    indent="       ",
                 )
-    out.append(f"{r['filesVerified']} files verified ({hb(r['bytesVerified'])})")
+    page.line(f"{r['filesVerified']} files verified ({size(r['bytesVerified'])})")
     if r["problems"]:
-        out.append("")
-        out.append(f"{len(r['problems'])} problem(s):")
+        page.line()
+        page.line(f"{len(r['problems'])} problem(s):")
         for p in r["problems"]:
-            out.append(f"  {p['file']}")
+            page.line(relative(p["file"], uri), indent="  ")
             if p.get("via"):
-                out.append(f"      (read for {p['via']})")
-            out.append(textwrap.indent(textwrap.fill(p["error"], 104), "      "))
+                page.line(f"(read for {relative(p['via'], uri)})", indent="      ", hanging="")
+            page.line(relative(p["error"], uri), indent="      ", hanging="")
             if p["batches"]:
-                out.append(f"      needed by batch(es) {batches_text(p['batches'])}")
-        out.append("result: PROBLEMS FOUND")
-        out.append(
+                page.line(f"needed by batch(es) {batches_text(p['batches'])}", indent="      ")
+        page.line("result: PROBLEMS FOUND")
+        page.line(
             f"what to do: {RECOVERY_DOC} (restore the files from a backup, or restart from an older batch)"
         )
     else:
-        out.append("result: OK")
-    return "\n".join(out)
+        page.line("result: OK")
+    return page.text()
 
 
 VERB = Verb(
