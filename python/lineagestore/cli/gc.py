@@ -6,7 +6,7 @@ import argparse
 import textwrap
 from typing import Any
 
-from lineagestore._units import duration_text
+from lineagestore._units import age_text, duration_text
 from lineagestore.cli.common import EXIT_OK, EXIT_PROBLEMS, Verb, duration, emit, positive_int
 from lineagestore.cli.render import Page, keep, short_id, size
 
@@ -79,9 +79,52 @@ def render(r: dict, width: int | None = None) -> str:
     return page.text()
 
 
-def reason_text(reason: str) -> str:
-    """Why a file goes (or stays), as the JVM words it."""
-    return reason
+def reason_text(reason: dict) -> str:
+    """The sentence for a file's reason, from the facts the JVM returns (``kind`` and its fields:
+    docs/operations.md#gc); the phrases a reader searches for are kept whole."""
+    kind = reason["kind"]
+    outside = keep("attempt outside the committed lineage")
+    if kind == "retiredStore":
+        return (
+            f"partition {reason['partitionId']} is retired: operator {reason['operatorId']} has "
+            f"{reason['partitions']} partitions in batch {reason['batch']} and no retained batch names this "
+            f"store (the last was {reason['lastBatch']})"
+        )
+    if kind == "beforeFreshStart":
+        return (
+            f"before the repartition at version {reason['base']}, whose delta holds the whole state after a "
+            f"repartition and rebuilds the retained {_window(reason)}"
+        )
+    if kind == "belowSnapshotBase":
+        what = "committed," if reason["committed"] else f"{outside},"
+        return f"{what} below version {reason['base']} whose snapshot rebuilds the retained {_window(reason)}"
+    if kind == "outsideLineage":
+        return f"{reason['status']} {outside}, older than the retained {_window(reason)}"
+    if kind == "ofDeletedSnapshots":
+        return "referenced only by deleted snapshots: " + ", ".join(reason["snapshots"])
+    age, grace = keep(age_text(reason.get("ageMs", 0)) + " old"), age_text(reason.get("graceMs", 0))
+    if kind == "unreferenced":
+        return f"{keep('referenced by no snapshot')}, {age} (older than the {keep(grace + ' grace period')})"
+    if kind == "unreferencedYoung":
+        return (
+            f"{keep('referenced by no snapshot')} but only {age} ({keep('grace period ' + grace)}): it may "
+            "belong to a snapshot upload in progress"
+        )
+    if kind == "unfinishedWrite":
+        of = f" of {reason['target']}" if reason.get("target") else ""
+        return (
+            f"an unfinished write{of}, {age} (older than the {keep(grace + ' grace period')}): its writer died "
+            "or gave it up"
+        )
+    # a kind this version does not know (a newer jar): its facts as they came
+    facts = ", ".join(f"{k} {v}" for k, v in reason.items() if k != "kind")
+    return f"{kind}: {facts}" if facts else kind
+
+
+def _window(reason: dict) -> str:
+    """The retained versions, ``version 5`` or ``versions 3..5``."""
+    oldest, head = reason["oldestRetained"], reason["head"]
+    return keep(f"version {head}" if oldest == head else f"versions {oldest}..{head}")
 
 
 VERB = Verb(
