@@ -14,8 +14,8 @@ one more batch, the way Spark 4.3's own offline repartition does (which refuses 
 A crash before 3 leaves the old checkpoint plus orphan files (``gc`` removes them) and, after 2, an offset
 entry without commit, which Spark refuses to start from (``STREAMING_UNFINISHED_REPARTITION_DETECTED``, Spark's
 own tool leaves the same); running this command again finishes it (step 1 again, then 3), ``--undo`` removes
-the uncommitted entry instead. Spark's JSON files are read and written here; lineagestore's format only in
-the JVM.
+the uncommitted entry instead. Spark's JSON files are read and written through :mod:`.spark_files`;
+lineagestore's format only in the JVM.
 """
 
 from __future__ import annotations
