@@ -1,6 +1,6 @@
 """Which state store providers the suite runs against, and where the lineagestore jar comes from.
 
-The jar is looked up, in this order: ``lineagestore._jar.jar_path()`` (the Python package, importable
+The jar is looked up, in this order: ``lineagestore.jvm.jar.jar_path()`` (the Python package, importable
 installed or from ``<repo>/python``), the ``LINEAGESTORE_JAR`` environment variable, the newest
 ``jvm/spark/target/scala-2.13/lineagestore-spark_2.13-*.jar`` of this repository. Without a jar the
 "lineagestore" parameter is skipped with the reason, so the suite still runs against the built-in provider.
@@ -26,17 +26,17 @@ def find_lineagestore_jar() -> tuple[str | None, str]:
     # 1. the Python package ships / locates the jar
     try:
         try:
-            mod = importlib.import_module("lineagestore._jar")
+            mod = importlib.import_module("lineagestore.jvm.jar")
         except ModuleNotFoundError:
             if (REPO_ROOT / "python" / "lineagestore").is_dir() and str(REPO_ROOT / "python") not in sys.path:
                 sys.path.append(str(REPO_ROOT / "python"))
-            mod = importlib.import_module("lineagestore._jar")
+            mod = importlib.import_module("lineagestore.jvm.jar")
         path = str(mod.jar_path())
         if os.path.isfile(path):
-            return path, "lineagestore._jar.jar_path()"
-        notes.append(f"lineagestore._jar.jar_path() returned missing file {path}")
+            return path, "lineagestore.jvm.jar.jar_path()"
+        notes.append(f"lineagestore.jvm.jar.jar_path() returned missing file {path}")
     except Exception as exc:  # the module is being written concurrently; any failure means "not usable"
-        notes.append(f"lineagestore._jar unusable ({type(exc).__name__}: {exc})")
+        notes.append(f"lineagestore.jvm.jar unusable ({type(exc).__name__}: {exc})")
     # 2. explicit environment variable
     env = os.environ.get("LINEAGESTORE_JAR")
     if env:
@@ -58,7 +58,7 @@ def find_lineagestore_jar() -> tuple[str | None, str]:
 
 
 LINEAGE_JAR, LINEAGE_JAR_SOURCE = find_lineagestore_jar()
-if LINEAGE_JAR and LINEAGE_JAR_SOURCE != "lineagestore._jar.jar_path()":
+if LINEAGE_JAR and LINEAGE_JAR_SOURCE != "lineagestore.jvm.jar.jar_path()":
     os.environ["LINEAGESTORE_JAR"] = LINEAGE_JAR  # the plugin's `spark` fixture then uses this jar
 
 PROVIDER_PARAMS = [

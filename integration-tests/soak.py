@@ -401,7 +401,7 @@ def run_soak(
         for store in gc["stores"]:
             for d in store["delete"]:
                 if d["file"].startswith("shared/"):
-                    kind = "orphan" if d["reason"].startswith("referenced by no snapshot") else "dropped"
+                    kind = "orphan" if d["reason"]["kind"] == "unreferenced" else "dropped"
                     reasons[kind] += 1
                     if kind == "orphan":
                         leaked.append(f"{store['path']}/{d['file']}: {d['reason']}")

@@ -53,7 +53,7 @@ def _read_json_lines(root: Path) -> list[tuple[int, dict]]:
 
 
 def test_exactly_once_under_random_process_kills(tmp_path):
-    pytest.importorskip("lineagestore._jar").jar_path()  # the query process needs the bundled jar
+    pytest.importorskip("lineagestore.jvm.jar").jar_path()  # the query process needs the bundled jar
     rnd = random.Random(2026)
     truth = _write_inputs(tmp_path / "input", rnd, files=8)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))

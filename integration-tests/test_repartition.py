@@ -20,7 +20,7 @@ from pyspark.sql.types import StructType
 
 from lineagestore import repartition as rp
 from lineagestore.checkpoint import CheckpointError, gc, load, verify
-from lineagestore.checkpoint_jvm import connect
+from lineagestore.jvm import connect
 from lineagestore.testing.harness import PROVIDER_CLASSES, close_state_stores
 
 SCHEMA = "k string, g int, v long"
@@ -215,13 +215,13 @@ def test_stream_stream_join_up_and_down(spark, tools, tmp_path):
     close_state_stores(spark)
     _settled_files(q.checkpoint)
     kept = gc(tools, load(tools, str(q.checkpoint)), 3, 0, False)  # batches 2..4 retained
-    assert not [d for st in kept["stores"] for d in st["delete"] if "is retired" in d["reason"]]
+    assert not [d for st in kept["stores"] for d in st["delete"] if d["reason"]["kind"] == "retiredStore"]
     done = gc(tools, load(tools, str(q.checkpoint)), 2, 0, True)  # batches 3..4: none names them
     retired = [st for st in done["stores"] if st["partitionId"] >= 2]
     assert len(retired) == 2 * 4  # two partitions, a join's four stores each
     for st in retired:
         files = [d for d in st["delete"] if not d["file"].startswith("shared/")]  # blobs: their own reason
-        assert files and all("is retired" in d["reason"] for d in files), st["delete"]
+        assert files and all(d["reason"]["kind"] == "retiredStore" for d in files), st["delete"]
     left = [f for part in (2, 3) for f in (q.checkpoint / "state" / "0" / str(part)).rglob("*.*")]
     assert not [f for f in left if f.suffix in (".delta", ".zip", ".sst")], left
     assert not done["errors"]

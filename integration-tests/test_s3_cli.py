@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from lineagestore.jvm_jars import AWS_SDK_S3_CLASS, HADOOP_AWS_VERSION, S3A_FILESYSTEM_CLASS
+from lineagestore.jvm.jars import AWS_SDK_S3_CLASS, HADOOP_AWS_VERSION, S3A_FILESYSTEM_CLASS
 from lineagestore.testing import oracle
 from lineagestore.testing.harness import PROVIDER_CLASSES, S3StreamHarness, close_state_stores
 from lineagestore.testing.s3 import s3a_jars

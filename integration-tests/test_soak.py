@@ -13,7 +13,7 @@ from soak_oracle import batch_files, compare, make_batches, oracle
 
 
 def test_short_soak(tmp_path):
-    pytest.importorskip("lineagestore._jar").jar_path()  # the query process needs the bundled jar
+    pytest.importorskip("lineagestore.jvm.jar").jar_path()  # the query process needs the bundled jar
     report = soak.run_soak(
         batches=6,
         seed=2026,

@@ -17,7 +17,7 @@ REPO = HERE.parent.parent
 
 def find_jar() -> Path:
     try:
-        from lineagestore._jar import jar_path
+        from lineagestore.jvm.jar import jar_path
 
         path = Path(jar_path())
         if path.is_file():

@@ -39,8 +39,9 @@ sys.path.insert(0, str(HERE))
 
 from measure import LocalCounters, S3Counters, diff, summarize_ops  # noqa: E402
 
+from lineagestore import PROVIDER_CLASS as LINEAGE  # noqa: E402
+
 RDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-LINEAGE = "io.lineagestore.spark.LineageStateStoreProvider"
 FS_CHECKPOINT_MANAGER = (
     "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
 )
@@ -113,7 +114,7 @@ def start_session(work: Path, s3: Any | None):
             builder = builder.config(k, v)
     spark = lineagestore.configure(builder).getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
-    from lineagestore.checkpoint_jvm import connect
+    from lineagestore.jvm import connect
 
     tools = connect(in_session="ignore")
     # the command-line tools keep a Hadoop configuration of their own

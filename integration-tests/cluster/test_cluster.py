@@ -61,7 +61,7 @@ def _assert_checkpoint_clean(checkpoint: Path, crashed: bool = False) -> None:
             (store["dir"], d["file"])
             for store in plan["stores"]
             for d in store["delete"]
-            if d["file"].startswith("shared/") and "referenced by no snapshot" in d["reason"]
+            if d["file"].startswith("shared/") and d["reason"]["kind"] == "unreferenced"
         ]
         if not leaked or time.monotonic() > deadline:
             break

@@ -8,9 +8,9 @@ import warnings
 import zipfile
 from typing import Any
 
-from lineagestore._jar import jar_path
 from lineagestore._options_generated import PREFIX, SPARK_VERSION, SPECS, LineageOptions
 from lineagestore._options_support import merge, names
+from lineagestore.jvm.jar import jar_path
 
 PROVIDER_CLASS = "io.lineagestore.spark.LineageStateStoreProvider"
 MAVEN_ARTIFACT = "io.lineagestore:lineagestore-spark_2.13"
@@ -72,7 +72,7 @@ def check_spark_version(installed: str | None = None) -> None:
 
         installed = pyspark.__version__
     if installed != SPARK_VERSION:
-        from lineagestore import __version__
+        from lineagestore._version import __version__
 
         raise SparkVersionMismatch(
             f"lineagestore {__version__} is built for Spark {SPARK_VERSION}, but pyspark {installed} is "

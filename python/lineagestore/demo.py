@@ -26,7 +26,7 @@ def _write_batch(directory: Path, batch: int, rows: list[dict]) -> None:
 def _describe_stores(spark, checkpoint: Path) -> dict[int, dict]:
     """Each partition's store as ``lineagestore inspect`` reports it (the same JVM code, in this session)."""
     from lineagestore import checkpoint as ckpt
-    from lineagestore.checkpoint_jvm import JvmTools
+    from lineagestore.jvm import JvmTools
 
     tools = JvmTools(spark._jvm)
     report = ckpt.inspect(tools, ckpt.load(tools, str(checkpoint)))

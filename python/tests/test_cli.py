@@ -10,6 +10,7 @@ on copies of that checkpoint; one runs the installed console script (its own gat
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import shutil
@@ -242,7 +243,10 @@ def test_inspect_of_a_damaged_delta_exits_1_and_says_so_in_the_summary(copy, cap
     (delta.parent / f".{delta.name}.crc").unlink()  # as on an object store: lineagestore's own CRC catches it
     rc, out, err = run(capsys, "inspect", str(copy))
     assert rc == EXIT_PROBLEMS, out + err
-    summary = next(line for line in out.splitlines() if line.startswith("PROBLEMS:"))
+    lines = out.splitlines()  # the summary: the PROBLEMS: paragraph (its continuation lines are indented)
+    start = next(i for i, line in enumerate(lines) if line.startswith("PROBLEMS:"))
+    rest = itertools.takewhile(lambda line: line.startswith("  "), lines[start + 1 :])
+    summary = " ".join(line.strip() for line in [lines[start], *rest])
     assert "in 1 store(s): state/0/1" in summary and "lineagestore verify" in summary
     assert "docs/operations.md#restarting-from-an-older-checkpoint" in summary
     assert delta.name in out
@@ -408,7 +412,7 @@ def test_bad_input_is_named_with_exit_code_3(base, capsys, tmp_path):
 
 
 def test_a_jvm_without_the_jar_is_refused_clearly():
-    from lineagestore.checkpoint_jvm import JvmTools, ToolsUnavailable
+    from lineagestore.jvm import JvmTools, ToolsUnavailable
 
     class Package:  # what py4j returns for a name it cannot resolve
         def __getattr__(self, name):
@@ -431,7 +435,7 @@ def test_console_script_runs_its_own_gateway_jvm(base):
 
 
 def test_in_session_the_jars_options_are_refused_and_s3a_is_checked(base, capsys, monkeypatch):
-    from lineagestore.checkpoint_jvm import MissingFilesystem, connect
+    from lineagestore.jvm import MissingFilesystem, connect
 
     rc, _, err = run(capsys, "--packages", "g:a:1", "inspect", str(base[1]))
     assert rc == EXIT_ENVIRONMENT and "give them to that session instead" in err

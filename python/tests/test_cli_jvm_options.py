@@ -13,7 +13,7 @@ from lineagestore.cli import EXIT_ENVIRONMENT, EXIT_USAGE, main
 
 
 def test_jars_and_packages_options_are_checked_before_a_jvm_starts(capsys, tmp_path, monkeypatch):
-    from lineagestore.jvm_jars import check_packages, expand_jars, split_list
+    from lineagestore.jvm.jars import check_packages, expand_jars, split_list
 
     (tmp_path / "a.jar").write_bytes(b"")
     (tmp_path / "b.jar").write_bytes(b"")
@@ -49,7 +49,7 @@ def test_jars_and_packages_options_are_checked_before_a_jvm_starts(capsys, tmp_p
 
 
 def test_gateway_conf_puts_every_jar_into_one_class_loader():
-    from lineagestore.jvm_jars import gateway_conf
+    from lineagestore.jvm.jars import gateway_conf
 
     assert gateway_conf("/ls.jar", [], [], []) == {"spark.ui.enabled": "false", "spark.jars": "/ls.jar"}
     conf = gateway_conf("/ls.jar", ["/a.jar", "/ls.jar"], ["g:a:1", "g:b:2"], ["file:///repo"])
@@ -60,7 +60,7 @@ def test_gateway_conf_puts_every_jar_into_one_class_loader():
 
 
 def test_s3a_advice_names_the_missing_classes_and_the_option():
-    from lineagestore.jvm_jars import AWS_SDK_S3_CLASS, S3A_FILESYSTEM_CLASS, s3a_advice
+    from lineagestore.jvm.jars import AWS_SDK_S3_CLASS, S3A_FILESYSTEM_CLASS, s3a_advice
 
     both = [(S3A_FILESYSTEM_CLASS, "hadoop-aws"), (AWS_SDK_S3_CLASS, "the AWS SDK v2 bundle")]
     text = s3a_advice("s3a://b/c", both, "3.5.0", launched=True)
@@ -78,7 +78,7 @@ def test_s3a_advice_names_the_missing_classes_and_the_option():
 
 
 def test_ivy_failures_are_named_with_what_to_do(tmp_path, monkeypatch):
-    from lineagestore.jvm_jars import ivy_failure
+    from lineagestore.jvm.jars import ivy_failure
 
     monkeypatch.setenv("HOME", str(tmp_path))
     pom_only = tmp_path / ".m2" / "repository" / "org" / "wildfly" / "openssl" / "wildfly-openssl" / "2.2.5"

@@ -3,7 +3,6 @@ durations, and tables laid out for a terminal or for a script. No JVM."""
 
 from __future__ import annotations
 
-import os
 import re
 
 import pytest
@@ -24,7 +23,8 @@ def test_progress_line_and_durations(monkeypatch):
 
     monkeypatch.setenv("TERM", "xterm")  # a terminal rich draws on (TERM=dumb: no live display)
 
-    from lineagestore.checkpoint import Progress, parse_duration_ms
+    from lineagestore._units import parse_duration_ms
+    from lineagestore.cli.progress import Progress
 
     buf = io.StringIO()
     p = Progress(True, buf)
@@ -54,27 +54,39 @@ def test_progress_line_and_durations(monkeypatch):
         parse_duration_ms("soon")
 
 
-def test_tables_are_plain_when_stdout_is_not_a_terminal_and_fit_a_terminal_otherwise(monkeypatch):
-    from lineagestore import cli_render
+def test_tables_are_plain_text_tty_or_not_and_fit_the_width_without_breaking_a_cell(monkeypatch):
+    from lineagestore.cli import render
 
     header, rows = (
         ["store", "head", "files"],
         [["state/0/0", "3_" + "a" * 60, "12"], ["state/0/1", "3_b", "4"]],
     )
-    # pytest captures stdout: not a terminal, so the plain layout scripts read
-    assert cli_render._table(header, rows).splitlines()[1].split() == rows[0]
+
+    def drawn() -> str:
+        page = render.Page()
+        page.table(header, rows)
+        return page.text()
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    # pytest captures stdout: not a terminal, so 80 columns, the plain layout scripts read
+    assert render.terminal_width() == 80
+    assert drawn().splitlines()[1].split() == rows[0]
+    piped = {}
+    for columns in (80, 40):
+        monkeypatch.setenv("COLUMNS", str(columns))
+        piped[columns] = drawn()
 
     class Tty:
         def isatty(self):
             return True
 
-    monkeypatch.setattr(cli_render.sys, "stdout", Tty())
-    monkeypatch.delenv("CI", raising=False)
-    monkeypatch.setenv("TERM", "dumb")  # a terminal that cannot draw: plain, as in a log
-    assert cli_render._table(header, rows).splitlines()[1].split() == rows[0]
-    monkeypatch.setenv("TERM", "xterm")
-    monkeypatch.setattr(cli_render.shutil, "get_terminal_size", lambda: os.terminal_size((40, 20)))
-    drawn = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", cli_render._table(header, rows))
-    assert all(len(line) <= 40 for line in drawn.splitlines()), drawn
-    assert "state/0/0" in drawn and "aaaa" in drawn  # the long cell folds onto more lines, none is cut
-    assert drawn.count("a") >= 60
+    monkeypatch.setattr(render.sys, "stdout", Tty())
+    monkeypatch.setenv("COLUMNS", "40")  # the terminal's width
+    narrow = drawn()
+    assert narrow == piped[40]  # a terminal gets the same characters as a pipe: no colour, no box
+    assert "\x1b" not in narrow and not re.search(r"[\u2500-\u257f]", narrow)
+    long_cell = "3_" + "a" * 60
+    assert any(long_cell in line for line in narrow.splitlines())  # the long cell is never cut
+    assert all(len(line) <= 40 for line in narrow.splitlines() if long_cell not in line), narrow
+    # too wide for 40 columns: the columns after the key are cut into groups, each under the key column
+    assert re.search(r"^state/0/0 +12$", narrow, re.M) and re.search(r"^state/0/1 +4$", narrow, re.M), narrow

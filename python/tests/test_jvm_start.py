@@ -1,5 +1,5 @@
 """The command's JVM start-up options: a class-data sharing archive written once and reused, C1 only for
-short commands (lineagestore._jvm_start)."""
+short commands (lineagestore.jvm.start)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import lineagestore
-from lineagestore._jvm_start import StartOptions, archive_path
+from lineagestore.jvm.start import StartOptions, archive_path
 
 
 def test_first_launch_writes_the_archive_later_ones_map_it(tmp_path, monkeypatch):

@@ -20,7 +20,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from lineagestore.jvm_jars import AWS_SDK_BUNDLE_VERSION, HADOOP_AWS_VERSION
+from lineagestore.jvm.jars import AWS_SDK_BUNDLE_VERSION, HADOOP_AWS_VERSION
 
 # MinIO release, the Go module version the proxy resolves it to, and its commit. Keep in sync with
 # dev/s3server.sh (integration-tests/test_s3.py checks that they agree).
@@ -33,7 +33,7 @@ MINIO_IMAGE = f"minio/minio:{MINIO_RELEASE}"  # the same release for the testcon
 # asks for: the AWS SDK v2 bundle (hadoop-project 3.5.0: aws-java-sdk-v2.version) and the analytics
 # accelerator (a compile-scope dependency of hadoop-aws 3.5.0, loaded only for fs.s3a.input.stream.type
 # = analytics, but on the classpath as Maven would put it).
-# HADOOP_AWS_VERSION and AWS_SDK_BUNDLE_VERSION come from lineagestore.checkpoint_jvm, whose advice for s3a://
+# HADOOP_AWS_VERSION and AWS_SDK_BUNDLE_VERSION come from lineagestore.jvm.jars, whose advice for s3a://
 # names them too.
 ANALYTICS_ACCELERATOR_VERSION = "1.3.1"
 S3A_ARTIFACTS = (

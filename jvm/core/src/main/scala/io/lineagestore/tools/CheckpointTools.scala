@@ -207,8 +207,7 @@ object CheckpointTools {
       val log = CommitLogEntry.parseLines(commitLog)
       val retirement = log.map(_.batchId).maxOption.collect {
         case last if CleanupPlanner.retired(partitionId, currentPartitions, last, latestBatch, retain) =>
-          s"partition $partitionId is retired: operator $operatorId has $currentPartitions partitions in batch " +
-            s"$latestBatch and no retained batch names this store (the last was $last)"
+          DeletionReason.RetiredStore(operatorId, partitionId, currentPartitions, latestBatch, last)
       }
       val plan =
         StoreCleaner.plan(s, log, retain, graceMs, System.currentTimeMillis(), retirement)

@@ -7,10 +7,96 @@ import io.lineagestore.lineage._
 import io.lineagestore.store.{CheckpointFiles, CleanupSteps}
 import io.lineagestore.tools.Json._
 
-/** One file clean-up would delete: its name in the store directory (`shared/<blob>` for a blob), size and
-  * why.
+/** One file clean-up would delete (or, a young unreferenced blob, keeps): its name in the store directory
+  * (`shared/<blob>` for a blob), size and why.
   */
-final case class Deletion(name: String, bytes: Long, reason: String)
+final case class Deletion(name: String, bytes: Long, reason: DeletionReason) {
+  def toJson: Json = obj("file" -> name, "bytes" -> bytes, "reason" -> reason.toJson)
+}
+
+/** Why clean-up deletes or keeps a file, as data: a `kind` and the facts behind it. The command line words it
+  * (python/lineagestore/cli/gc.py), so the JVM returns no sentences and a wording lives in one language.
+  * Versions are store versions; `oldestRetained..head` is the window kept loadable.
+  */
+sealed trait DeletionReason {
+  def kind: String
+  protected def facts: Seq[(String, Json)]
+  def toJson: Json = Obj(("kind" -> Str(kind)) +: facts)
+}
+
+object DeletionReason {
+
+  /** The store's partition is above the operator's partition count in batch `batch` and no retained batch
+    * names it: every file up to its last committed checkpoint (of batch `lastBatch`) goes.
+    */
+  final case class RetiredStore(
+      operatorId: Long,
+      partitionId: Int,
+      partitions: Int,
+      batch: Long,
+      lastBatch: Long
+  ) extends DeletionReason {
+    def kind = "retiredStore"
+    def facts = Seq(
+      "operatorId" -> Num(operatorId),
+      "partitionId" -> Num(partitionId.toLong),
+      "partitions" -> Num(partitions.toLong),
+      "batch" -> Num(batch),
+      "lastBatch" -> Num(lastBatch)
+    )
+  }
+
+  /** A file of the lineage before a fresh start at version `base` (a repartition's delta holding the whole
+    * state), which rebuilds the window.
+    */
+  final case class BeforeFreshStart(base: Long, oldestRetained: Long, head: Long) extends DeletionReason {
+    def kind = "beforeFreshStart"
+    def facts = Seq("base" -> Num(base), "oldestRetained" -> Num(oldestRetained), "head" -> Num(head))
+  }
+
+  /** A file below the snapshot base `base`, whose snapshot rebuilds the window; `committed`: on the committed
+    * lineage (else another attempt).
+    */
+  final case class BelowSnapshotBase(committed: Boolean, base: Long, oldestRetained: Long, head: Long)
+      extends DeletionReason {
+    def kind = "belowSnapshotBase"
+    def facts = Seq(
+      "committed" -> Bool(committed),
+      "base" -> Num(base),
+      "oldestRetained" -> Num(oldestRetained),
+      "head" -> Num(head)
+    )
+  }
+
+  /** An attempt outside the committed lineage (`status`: orphan, pending, unknown) older than the window. */
+  final case class OutsideLineage(status: String, oldestRetained: Long, head: Long) extends DeletionReason {
+    def kind = "outsideLineage"
+    def facts = Seq("status" -> Str(status), "oldestRetained" -> Num(oldestRetained), "head" -> Num(head))
+  }
+
+  /** A shared blob only deleted snapshots (`snapshots`: their zip names) reference. */
+  final case class OfDeletedSnapshots(snapshots: Seq[String]) extends DeletionReason {
+    def kind = "ofDeletedSnapshots"
+    def facts = Seq("snapshots" -> strs(snapshots))
+  }
+
+  /** A shared blob no snapshot references, `ageMs` old; deleted past the grace period, kept (`young`) before
+    * it: it may belong to a snapshot upload in progress.
+    */
+  final case class Unreferenced(ageMs: Long, graceMs: Long, young: Boolean) extends DeletionReason {
+    def kind = if (young) "unreferencedYoung" else "unreferenced"
+    def facts = Seq("ageMs" -> Num(ageMs), "graceMs" -> Num(graceMs))
+  }
+
+  /** A temporary of an unfinished write (of file `target`, when its name tells), `ageMs` old, past the grace
+    * period: its writer died or gave it up.
+    */
+  final case class UnfinishedWrite(target: Option[String], ageMs: Long, graceMs: Long)
+      extends DeletionReason {
+    def kind = "unfinishedWrite"
+    def facts = Seq("target" -> opt(target), "ageMs" -> Num(ageMs), "graceMs" -> Num(graceMs))
+  }
+}
 
 /** What clean-up of one store would do, as shown to the user: the [[CleanupDecision]] with each file's size
   * and reason. `refused` says why nothing may be deleted.
@@ -41,11 +127,9 @@ final case class CleanupPlan(
     "head" -> opt(head.map(_.toString)),
     "oldestRetained" -> oldestRetained.map(Num).getOrElse(Null),
     "snapshotBase" -> opt(snapshotBase.map(_.toString)),
-    "delete" -> arr(deletions.map(d => obj("file" -> d.name, "bytes" -> d.bytes, "reason" -> d.reason))),
+    "delete" -> arr(deletions.map(_.toJson)),
     "deleteBytes" -> deletions.map(_.bytes).sum,
-    "keptYoungOrphans" -> arr(
-      keptYoungOrphans.map(d => obj("file" -> d.name, "bytes" -> d.bytes, "reason" -> d.reason))
-    ),
+    "keptYoungOrphans" -> arr(keptYoungOrphans.map(_.toJson)),
     "keptFiles" -> keptFiles,
     "keptBytes" -> keptBytes,
     "refused" -> opt(refused),
@@ -58,7 +142,7 @@ final case class CleanupPlan(
 /** Plans (and on request runs) the clean-up of one store offline. The decision is [[CleanupPlanner]]'s, the
   * one the provider's maintenance takes too, on the committed lineage from Spark's commit log plus delta
   * headers and a listing of the store; running it is [[CleanupSteps]]'. This object adds the I/O that gathers
-  * the input and the reasons shown to the user.
+  * the input and the reason of each file (as data: [[DeletionReason]]).
   */
 object StoreCleaner {
 
@@ -68,7 +152,7 @@ object StoreCleaner {
       retain: Int,
       graceMs: Long,
       nowMs: Long,
-      retirement: Option[String] = None
+      retirement: Option[DeletionReason.RetiredStore] = None
   ): CleanupPlan = {
     require(retain >= 1, s"versions to retain must be >= 1, got $retain")
     val files = store.files
@@ -124,21 +208,14 @@ object StoreCleaner {
     val head = lineage.head.get
     val plan = decision.retention.get
 
-    def reason(f: CheckpointFile): String = retirement.getOrElse {
+    def reason(f: CheckpointFile): DeletionReason = retirement.getOrElse {
       val base = plan.snapshotBase.version
-      val window =
-        if (plan.oldestRetained == head.version) s"version ${head.version}"
-        else s"versions ${plan.oldestRetained}..${head.version}"
-      val rebuilds =
-        if (lineage.freshStart.contains(plan.snapshotBase))
-          s"whose delta holds the whole state after a repartition and rebuilds the retained $window"
-        else s"whose snapshot rebuilds the retained $window"
       if (f.id.version < base) {
         if (lineage.freshStart.contains(plan.snapshotBase))
-          s"before the repartition at version $base, $rebuilds"
-        else if (lineage.isCommitted(f.id)) s"committed, below version $base $rebuilds"
-        else s"attempt outside the committed lineage, below version $base $rebuilds"
-      } else s"${lineage.status(f.id)} attempt outside the committed lineage, older than the retained $window"
+          DeletionReason.BeforeFreshStart(base, plan.oldestRetained, head.version)
+        else
+          DeletionReason.BelowSnapshotBase(lineage.isCommitted(f.id), base, plan.oldestRetained, head.version)
+      } else DeletionReason.OutsideLineage(lineage.status(f.id), plan.oldestRetained, head.version)
     }
     def deletion(f: CheckpointFile) = Deletion(f.name, sizes.getOrElse(f.name, 0L), reason(f))
     def blobDeletion(blob: String, verdict: BlobVerdict) = Deletion(
@@ -146,29 +223,25 @@ object StoreCleaner {
       sharedSizes.getOrElse(blob, 0L),
       verdict match {
         case BlobVerdict.OfDeletedSnapshots(ids) =>
-          s"referenced only by deleted snapshots: ${ids.map(_.snapshotFileName).sorted.mkString(", ")}"
-        case BlobVerdict.Orphan(age) =>
-          s"referenced by no snapshot, ${duration(age)} old (older than the ${duration(graceMs)} grace period)"
+          DeletionReason.OfDeletedSnapshots(ids.map(_.snapshotFileName).toSeq.sorted)
+        case BlobVerdict.Orphan(age) => DeletionReason.Unreferenced(age, graceMs, young = false)
       }
     )
     val young = decision.youngOrphans.map { b =>
       Deletion(
         SnapshotZip.sharedPath(b.name),
         b.size,
-        s"referenced by no snapshot but only ${duration(math.max(0L, nowMs - b.modifiedMs))} old (grace period " +
-          s"${duration(graceMs)}): it may belong to a snapshot upload in progress"
+        DeletionReason.Unreferenced(math.max(0L, nowMs - b.modifiedMs), graceMs, young = true)
       )
     }
     val zips = decision.zips.map(deletion)
     val blobs = decision.blobs.map { case (b, v) => blobDeletion(b, v) }
     val deltas = decision.deltas.map(deletion)
     val unfinished = decision.temporaries.map { t =>
-      val of = t.target.fold("")(f => s" of ${f.name}")
       Deletion(
         t.name,
         t.size,
-        s"an unfinished write$of, ${duration(math.max(0L, nowMs - t.modifiedMs))} old (older than the " +
-          s"${duration(graceMs)} grace period): its writer died or gave it up"
+        DeletionReason.UnfinishedWrite(t.target.map(_.name), math.max(0L, nowMs - t.modifiedMs), graceMs)
       )
     }
     // temporaries are hidden files, not counted among the store's files (allFiles)
@@ -190,12 +263,6 @@ object StoreCleaner {
       unfinished
     )
   }
-
-  /** `90s`, `5m`, `6h`, `2d` (whole units only when exact; seconds otherwise). */
-  def duration(ms: Long): String =
-    Seq("d" -> 86400000L, "h" -> 3600000L, "m" -> 60000L)
-      .collectFirst { case (u, size) if ms >= size && ms % size == 0 => s"${ms / size}$u" }
-      .getOrElse(s"${ms / 1000}s")
 
   /** Runs `plan`'s decision with [[CleanupSteps]] (zips, then blobs, then deltas, then temporaries); returns
     * the error that stopped it, if one did (file: message).

@@ -3,7 +3,7 @@
 The command line's ``--jars``/``--packages``/``--repositories`` (and their environment variables) as
 spark-submit takes them, the settings the gateway JVM starts with, the error for ``s3a://`` on a JVM without
 hadoop-aws or the AWS SDK bundle, and what Spark's Ivy could not resolve. No JVM here:
-:mod:`lineagestore.checkpoint_jvm` starts and talks to it.
+:mod:`lineagestore.jvm.tools` starts and talks to it.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ def archive_path(jar: str, jars: list[str], packages: list[str]) -> Path:
     """The archive for this JVM's class path: a name that changes whenever what it archives can change."""
     import pyspark
 
-    from lineagestore import __version__
+    from lineagestore._version import __version__
 
     spark_home = os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)
     parts = [pyspark.__version__, __version__, spark_home, *packages]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 def jar_name(version: str | None = None) -> str:
     if version is None:
-        from lineagestore import __version__ as version
+        from lineagestore._version import __version__ as version
     return f"lineagestore-spark_2.13-{version}.jar"
 
 
@@ -16,7 +16,7 @@ def jar_path() -> str:
 
     Raises FileNotFoundError naming the missing file and how to get it.
     """
-    path = Path(__file__).resolve().parent / "jars" / jar_name()
+    path = Path(__file__).resolve().parent.parent / "jars" / jar_name()  # lineagestore/jars/
     if not path.is_file():
         raise FileNotFoundError(
             f"the lineagestore-spark jar is missing: {path} does not exist. "

@@ -1,0 +1,194 @@
+"""``migrate``: move a stopped query from Spark's HDFS or RocksDB state store provider (checkpoint
+format version 1 or 2) onto lineagestore, keeping its state, optionally with a new partition count.
+
+Restarting such a checkpoint under :func:`lineagestore.configure` is not enough: Spark restores the provider
+a checkpoint started with from its offset log (and only logs a warning), so the query would silently stay
+on the old provider. Like ``repartition``, this records the move as one more batch ``B + 1``:
+
+1. every store of every operator is read with Spark's own state data source at the last committed batch
+   ``B`` (it reads every provider's format), encoded with Spark's state encoders and written through
+   lineagestore's store at version ``B + 2`` (``StateMigration`` in the Spark glue);
+2. ``offsets/B+1``: ``offsets/B`` with lineagestore as the provider, checkpoint format version 2 and the
+   partition count;
+3. ``commits/B+1`` last, naming the new stores' unique IDs.
+
+Nothing of the old provider's files is changed or deleted. It needs a SparkSession (the data source is
+Spark's); the rows pass through the driver.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from lineagestore._session import PROVIDER_CLASS
+from lineagestore.checkpoint.errors import CheckpointError
+from lineagestore.checkpoint.model import to_uri
+from lineagestore.checkpoint.progress import NO_PROGRESS, Progress
+from lineagestore.checkpoint.spark_files import (
+    DEFAULT_STORE,
+    FORMAT_KEY,
+    PROVIDER_KEY,
+    SHUFFLE_PARTITIONS,
+    TWS_ENCODING_KEY,
+    batch_ids,
+    commit_unique_ids,
+    commit_with_ids,
+    numbered_dirs,
+    offset_conf,
+    offsets_with_conf,
+    operator_info,
+    operator_path,
+    partition_key_columns,
+    schema_jsons,
+    store_path,
+    tws_info,
+)
+from lineagestore.jvm import connect
+
+SPARK_PROVIDERS = (
+    "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+)
+
+
+def migrate(
+    spark: Any, path: str, partitions: int | None = None, progress: Progress = NO_PROGRESS
+) -> dict[str, Any]:
+    """Migrate the stopped query at ``path`` onto lineagestore (see the module doc)."""
+    if partitions is not None and partitions <= 0:
+        raise CheckpointError(f"partitions must be at least 1, got {partitions}")
+    uri = to_uri(path)
+    with connect(in_session="ignore") as tools:
+        commits, offsets = batch_ids(tools, f"{uri}/commits"), batch_ids(tools, f"{uri}/offsets")
+        if not commits:
+            raise CheckpointError(f"{path} has no committed batch: start the query on lineagestore instead")
+        last = commits[-1]
+        if offsets and offsets[-1] > last:
+            raise CheckpointError(
+                f"{path}: batch {offsets[-1]} has an offset entry but no commit: a query is running it, or one "
+                "stopped mid-batch. Stop the query (or run it once to finish the batch) and migrate again"
+            )
+        conf = offset_conf(tools, f"{uri}/offsets/{last}")
+        provider = conf.get(PROVIDER_KEY, SPARK_PROVIDERS[1])  # Spark's default when none is recorded
+        if provider == PROVIDER_CLASS:
+            raise CheckpointError(f"{path} already runs on lineagestore; use `lineagestore repartition`")
+        if provider not in SPARK_PROVIDERS:
+            raise CheckpointError(
+                f"{path} was written by {provider}: migrate reads Spark's HDFS and RocksDB providers only"
+            )
+        old_n = int(conf.get(SHUFFLE_PARTITIONS, "0"))
+        commit_ids = commit_unique_ids(tools, uri, last)
+        # format version 2 shows in the commit log's unique IDs (the offset log does not always record it)
+        format_version = "2" if commit_ids else "1"
+        n = partitions or old_n
+        migration = spark._jvm.org.apache.spark.sql.execution.streaming.state.lineagestore.StateMigration
+        ids: dict[str, list[list[str]]] = {}
+        rows = 0
+        operators = numbered_dirs(tools, f"{uri}/state")
+        infos_of: dict[int, dict[str, dict]] = {}
+        tws_of = {op: tws_info(tools, f"{uri}/{operator_path(op)}", last) for op in operators}
+        for op in operators:
+            if tws_of[op] is not None:
+                if provider != SPARK_PROVIDERS[0]:
+                    raise CheckpointError(
+                        f"{uri}/{operator_path(op)} is a transformWithState operator on {provider}: Spark runs "
+                        "transformWithState on its RocksDB provider only; the checkpoint is inconsistent"
+                    )
+                encoding = conf.get(TWS_ENCODING_KEY, "unsaferow")
+                if encoding.lower() != "unsaferow":
+                    raise CheckpointError(
+                        f"{uri}/{operator_path(op)} is a transformWithState operator whose state is encoded with "
+                        f"{TWS_ENCODING_KEY}={encoding}: migrate moves the unsaferow encoding only; start the "
+                        "query on lineagestore with a new checkpoint location"
+                    )
+                infos_of[op] = {DEFAULT_STORE: {}}  # one store; its families come from the state schema file
+                continue
+            infos_of[op] = operator_info(tools, f"{uri}/{operator_path(op)}")
+            if not infos_of[op]:
+                raise CheckpointError(
+                    f"{uri}/{operator_path(op)}/_metadata/metadata is missing: the store names are unknown"
+                )
+        progress.start("migrate (stores)", sum(len(i) for i in infos_of.values()))
+        for op in operators:
+            op_uri = f"{uri}/{operator_path(op)}"
+            infos = infos_of[op]
+            per_part: list[list[str]] = [[] for _ in range(n)]
+            tws = tws_of[op]
+            if tws is not None:
+                out = json.loads(
+                    migration.migrateTwsStore(
+                        spark._jsparkSession,
+                        uri,
+                        op,
+                        DEFAULT_STORE,
+                        last,
+                        provider,
+                        format_version,
+                        tws.operator_name,
+                        tws.schema_file,
+                        tws.properties,
+                        old_n,
+                        "\n".join(p[0] for p in (commit_ids.get(str(op)) or []))
+                        if format_version == "2"
+                        else "",
+                        n,
+                        n == old_n,
+                        op_uri,
+                    )
+                )
+                rows += out["rowsRead"]
+                ids[str(op)] = [[uid] for uid in out["uniqueIds"]]
+                progress.step(f"operator {op} (transformWithState): {out['rowsRead']} rows")
+                continue
+            for name, info in infos.items():
+                key_json, value_json = schema_jsons(
+                    tools, f"{uri}/{store_path(op, 0, name)}/_metadata/schema"
+                )
+                prefix = int(info.get("numColsPrefixKey", 0))
+                part_cols = partition_key_columns(name, len(json.loads(key_json)["fields"]), prefix)
+                store_idx = list(infos).index(name)
+                old_ids = (commit_ids.get(str(op)) or []) if format_version == "2" else []
+                out = json.loads(
+                    migration.migrateStore(
+                        spark._jsparkSession,
+                        uri,
+                        op,
+                        name,
+                        last,
+                        provider,
+                        format_version,
+                        key_json,
+                        value_json,
+                        prefix,
+                        part_cols,
+                        int(info.get("numPartitions", old_n)),
+                        "\n".join(ids_of_part[store_idx] for ids_of_part in old_ids),
+                        n,
+                        n == old_n,
+                        op_uri,
+                    )
+                )
+                rows += out["rowsRead"]
+                for p, uid in enumerate(out["uniqueIds"]):
+                    per_part[p].append(uid)
+                progress.step(f"operator {op} {name}: {out['rowsRead']} rows")
+            ids[str(op)] = per_part
+        progress.finish()
+        conf_after = {PROVIDER_KEY: PROVIDER_CLASS, FORMAT_KEY: "2", SHUFFLE_PARTITIONS: str(n)}
+        tools.write_text(
+            f"{uri}/offsets/{last + 1}", offsets_with_conf(tools, f"{uri}/offsets/{last}", conf_after), False
+        )
+        # format version 2's commit log entry (the unique IDs), whatever version the old one had
+        tools.write_text(
+            f"{uri}/commits/{last + 1}", commit_with_ids(tools, f"{uri}/commits/{last}", ids, "v2"), False
+        )
+    return {
+        "checkpoint": uri,
+        "from": provider,
+        "lastBatch": last,
+        "newBatch": last + 1,
+        "oldPartitions": old_n,
+        "newPartitions": n,
+        "rowsMoved": rows,
+    }

@@ -1,0 +1,47 @@
+"""``lineagestore migrate``: move a stopped query from Spark's RocksDB or HDFS provider onto lineagestore,
+keeping its state. It runs on a SparkSession of its own (local[1]): Spark's providers read the old state."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from lineagestore.cli.common import EXIT_OK, SPARK, Verb, emit
+from lineagestore.cli.render import Page
+
+
+def _arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("checkpoint", help="checkpoint directory or URI of a stopped query")
+    p.add_argument("--partitions", type=int, metavar="N", help="a new partition count (default: keep it)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def run(args: argparse.Namespace, spark: Any, progress: Any) -> int:
+    from lineagestore import checkpoint
+
+    emit(args, checkpoint.migrate(spark, args.checkpoint, args.partitions, progress), render)
+    return EXIT_OK
+
+
+def render(r: dict, width: int | None = None) -> str:
+    page = Page(width)
+    page.line(
+        f"{r['checkpoint']}: moved {r['rowsMoved']} rows from {r['from']} to lineagestore "
+        f"({r['oldPartitions']} -> {r['newPartitions']} partitions) as batch {r['newBatch']}; "
+        "restart the query"
+    )
+    return page.text()
+
+
+VERB = Verb(
+    name="migrate",
+    help="move a stopped query from Spark's RocksDB or HDFS provider onto lineagestore, keeping its state",
+    description="Rewrite the state of the last committed batch into lineagestore's format (optionally into "
+    "N partitions) and record lineagestore as the provider in a new offset log entry, so that the restarted "
+    "query runs on lineagestore. Starts a local SparkSession (Spark's providers read their own files). "
+    "Stop the query first; see docs/repartition.md.",
+    epilog="",
+    arguments=_arguments,
+    run=run,
+    needs=SPARK,
+)
