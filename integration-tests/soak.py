@@ -171,13 +171,10 @@ def tools_main(args: argparse.Namespace) -> None:
     S3AFileSystem; in a process with a SparkSession it reuses the session's JVM, which has them here.
     Prints a JSON list of {"exit", "stdout", "stderr"}.
     """
-    import contextlib
-    import io
-
     from pyspark.sql import SparkSession
 
     import lineagestore
-    from lineagestore.cli import main as cli_main
+    from lineagestore.testing.cli import run_cli
     from lineagestore.testing.s3 import s3a_jars
 
     builder = (
@@ -188,10 +185,8 @@ def tools_main(args: argparse.Namespace) -> None:
     spark = lineagestore.configure(builder).getOrCreate()
     results = []
     for argv in json.loads(Path(args.tools).read_text()):
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = cli_main(argv)
-        results.append({"exit": code, "stdout": out.getvalue(), "stderr": err.getvalue()})
+        code, out, err = run_cli(argv)
+        results.append({"exit": code, "stdout": out, "stderr": err})
     spark.stop()
     sys.stdout.write("\n" + json.dumps(results) + "\n")
 
