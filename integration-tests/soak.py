@@ -193,7 +193,9 @@ def tools_main(args: argparse.Namespace) -> None:
 
 def _cli_json(work: Path, hadoop: dict[str, str], commands: list[list[str]]) -> list[tuple[int, Any, str]]:
     """``lineagestore <command> --json`` for each command, in one tools process; (exit, JSON, stderr) each."""
-    conf = [a for k, v in hadoop.items() for a in ("--hadoop-conf", f"{k}={v}")]
+    from lineagestore.testing.cli import hadoop_conf_args
+
+    conf = hadoop_conf_args(hadoop)
     spec = work / "tools.json"
     spec.write_text(json.dumps([[*conf, "--no-progress", *c, "--json"] for c in commands]))
     proc = subprocess.run(

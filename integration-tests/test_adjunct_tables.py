@@ -20,7 +20,7 @@ from pyspark.errors import StreamingQueryException
 
 from lineagestore import adjunct, cli
 from lineagestore.adjunct import AdjunctTableError
-from lineagestore.testing.cli import run_cli
+from lineagestore.testing.cli import hadoop_conf_args, run_cli
 
 CHANGE_SCHEMA = "id INT, op STRING, seq LONG, name STRING, score DOUBLE"
 EVENT_SCHEMA = "event INT, id INT"
@@ -290,9 +290,7 @@ def test_s3a_table(spark, s3_server, s3_bucket, capsys):
     # the replica moved from version 1 to 3 by replaying the two deltas it lacked, not by reloading
     assert replayed[1] - replayed[0] == 2, replayed
 
-    hadoop_args = [
-        a for k, v in s3_server.hadoop_conf(s3_bucket).items() for a in ("--hadoop-conf", f"{k}={v}")
-    ]
+    hadoop_args = hadoop_conf_args(s3_server.hadoop_conf(s3_bucket))
     assert cli.main([*hadoop_args, "inspect", table, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert [v["version"] for v in report["versions"]] == [1, 2, 3]

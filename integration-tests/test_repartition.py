@@ -21,6 +21,7 @@ from pyspark.sql.types import StructType
 from lineagestore import repartition as rp
 from lineagestore.checkpoint import CheckpointError, gc, load, verify
 from lineagestore.checkpoint_jvm import connect
+from lineagestore.testing.cli import hadoop_conf_args
 from lineagestore.testing.harness import PROVIDER_CLASSES, close_state_stores
 
 SCHEMA = "k string, g int, v long"
@@ -377,9 +378,7 @@ def test_s3a_checkpoint_through_the_command_line(spark, tools, s3_server, s3_buc
     rows = _rows(random.Random(12), 20)
     q.add("in", rows)
     q.run()
-    hadoop_args = [
-        a for k, v in s3_server.hadoop_conf(s3_bucket).items() for a in ("--hadoop-conf", f"{k}={v}")
-    ]
+    hadoop_args = hadoop_conf_args(s3_server.hadoop_conf(s3_bucket))
     rc = cli.main([*hadoop_args, "repartition", q.checkpoint, "--partitions", "3", "--json"])
     out, err = capsys.readouterr()
     assert rc == 0, err

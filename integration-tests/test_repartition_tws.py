@@ -20,6 +20,7 @@ from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from lineagestore import repartition as rp
 from lineagestore.testing import oracle
+from lineagestore.testing.cli import hadoop_conf_args
 from test_repartition import Query, _placement_matches_spark, _verify_clean, tools  # noqa: F401 (fixture)
 from test_transform_with_state import GAP_S, TWS_OUTPUT, CountListMapTimerProcessor
 
@@ -250,9 +251,7 @@ def test_s3a_checkpoint_through_the_command_line(spark, tools, s3_server, s3_buc
     q.checkpoint = f"s3a://{s3_bucket}/tws"  # type: ignore[assignment]
     q.add("in", runs[0])
     q.run()
-    hadoop_args = [
-        a for k, v in s3_server.hadoop_conf(s3_bucket).items() for a in ("--hadoop-conf", f"{k}={v}")
-    ]
+    hadoop_args = hadoop_conf_args(s3_server.hadoop_conf(s3_bucket))
     rc = cli.main([*hadoop_args, "repartition", q.checkpoint, "--partitions", "3", "--json"])
     out, err = capsys.readouterr()
     assert rc == 0, err
