@@ -9,8 +9,6 @@ Connect mode for its whole process, and this process keeps its classic session f
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import re
