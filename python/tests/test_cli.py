@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-import lineagestore
 from lineagestore.cli import EXIT_BAD_CHECKPOINT, EXIT_ENVIRONMENT, EXIT_OK, EXIT_PROBLEMS
 from lineagestore.testing.cli import run_cli
+from lineagestore.testing.session import SNAPSHOT_OFTEN, local_session
 
 USERS = 12
 
@@ -105,18 +105,7 @@ def _wait_stable(root: Path, quiet: float = 2.5) -> None:
 
 @pytest.fixture(scope="module")
 def spark():
-    from pyspark.sql import SparkSession
-
-    builder = (
-        SparkSession.builder.master("local[2]")
-        .appName("lineagestore-cli-tests")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.streaming.stateStore.maintenanceInterval", "1s")
-        .config("spark.sql.streaming.stateStore.minDeltasForSnapshot", "2")
-    )
-    session = lineagestore.configure(builder).getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
+    session = local_session(app_name="lineagestore-cli-tests", conf=SNAPSHOT_OFTEN)
     yield session
     session.stop()
 
