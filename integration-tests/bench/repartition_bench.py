@@ -39,8 +39,10 @@ sys.path.insert(0, str(HERE))
 
 from measure import LocalCounters, S3Counters, diff, summarize_ops  # noqa: E402
 
+from lineagestore import PROVIDER_CLASS  # noqa: E402
+
 RDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-LINEAGE = "io.lineagestore.spark.LineageStateStoreProvider"
+LINEAGE = PROVIDER_CLASS
 FS_CHECKPOINT_MANAGER = (
     "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
 )

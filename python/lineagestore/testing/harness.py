@@ -33,8 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from lineagestore import PROVIDER_CLASS
+
 BUILTIN_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-LINEAGE_PROVIDER = "io.lineagestore.spark.LineageStateStoreProvider"
+LINEAGE_PROVIDER = PROVIDER_CLASS
 PROVIDER_CLASSES = {"builtin": BUILTIN_PROVIDER, "lineagestore": LINEAGE_PROVIDER}
 
 # Checkpoint format V2 file names: <version>_<uniqueId>.<ext>
