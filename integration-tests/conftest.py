@@ -21,6 +21,7 @@ if str(HERE) not in sys.path:  # make `import providers` work under any pytest i
     sys.path.insert(0, str(HERE))
 
 from lineagestore.testing.harness import BUILTIN_PROVIDER, PROVIDER_CLASSES, StreamHarness  # noqa: E402
+from lineagestore.testing.session import SNAPSHOT_OFTEN  # noqa: E402
 from providers import LINEAGE_JAR, LINEAGE_JAR_SOURCE, PROVIDER_PARAMS  # noqa: E402
 
 
@@ -38,8 +39,7 @@ def lineagestore_spark_conf():
         "spark.driver.memory": "2g",
         "spark.sql.streaming.stateStore.providerClass": BUILTIN_PROVIDER,  # switched per test by `provider`
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
-        "spark.sql.streaming.stateStore.maintenanceInterval": "1s",
-        "spark.sql.streaming.stateStore.minDeltasForSnapshot": "2",
+        **SNAPSHOT_OFTEN,
     }
 
 

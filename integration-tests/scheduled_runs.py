@@ -47,24 +47,16 @@ def main() -> None:
     ap.add_argument("--checkpoint")
     ap.add_argument("--first-run", type=int, default=0)
     args = ap.parse_args()
-    from pyspark.sql import SparkSession
+    from lineagestore.testing.session import local_session
 
-    import lineagestore
-
-    builder = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.sql.shuffle.partitions", str(PARTITIONS))
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.streaming.stateStore.maintenanceInterval", "1h")
-        .config("spark.sql.streaming.stateStore.providerClass", args.provider)
-        .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
-    )
-    for kv in args.conf:
-        key, value = kv.split("=", 1)
-        builder = builder.config(key, value)
-    spark = lineagestore.configure(builder).getOrCreate()
+    conf = {
+        "spark.sql.streaming.stateStore.maintenanceInterval": "1h",
+        "spark.sql.streaming.stateStore.providerClass": args.provider,
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+        **dict(kv.split("=", 1) for kv in args.conf),
+    }
+    spark = local_session(partitions=PARTITIONS, conf=conf)
     spark.conf.set("spark.sql.streaming.stateStore.providerClass", args.provider)
-    spark.sparkContext.setLogLevel("ERROR")
     inp = args.root / "in"
     inp.mkdir(parents=True, exist_ok=True)
     checkpoint = args.checkpoint or str(args.root / "checkpoint")

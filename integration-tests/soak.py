@@ -58,29 +58,24 @@ MIN_BATCHES_TO_RETAIN = 10  # spark.sql.streaming.minBatchesToRetain in the chil
 # ------------------------------------------------------------------------------------- the child query
 def child_main(args: argparse.Namespace) -> None:
     """The query process: processes every input file, then exits 0 (or lingers, then stops)."""
-    from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    import lineagestore
     from lineagestore.testing.s3 import s3a_jars
+    from lineagestore.testing.session import SNAPSHOT_OFTEN, local_session
 
     work = Path(args.work)
     hadoop = json.loads((work / "s3a.json").read_text())
-    builder = (
-        SparkSession.builder.master("local[2,2]")  # a failed task is retried once: two attempts of a batch
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.extraClassPath", os.pathsep.join(s3a_jars()))
-        .config("spark.sql.streaming.stateStore.minDeltasForSnapshot", "2")
-        .config("spark.sql.streaming.stateStore.maintenanceInterval", "1s")
-        .config("spark.sql.streaming.minBatchesToRetain", str(MIN_BATCHES_TO_RETAIN))
-        .config(map={"spark.hadoop." + k: v for k, v in hadoop.items()})
+    spark = local_session(
+        "local[2,2]",  # a failed task is retried once: two attempts of a batch
+        conf={
+            "spark.driver.extraClassPath": os.pathsep.join(s3a_jars()),
+            **SNAPSHOT_OFTEN,
+            "spark.sql.streaming.minBatchesToRetain": str(MIN_BATCHES_TO_RETAIN),
+            **{"spark.hadoop." + k: v for k, v in hadoop.items()},
+        },
+        orphanGracePeriodMs=GRACE_MS,
+        orphanSweepEveryCleanups=2,
     )
-    spark = lineagestore.configure(
-        builder, orphanGracePeriodMs=GRACE_MS, orphanSweepEveryCleanups=2
-    ).getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
     events = (
         spark.readStream.schema("id long, k string, v long")
         .option("maxFilesPerTrigger", 1)
@@ -171,34 +166,26 @@ def tools_main(args: argparse.Namespace) -> None:
     S3AFileSystem; in a process with a SparkSession it reuses the session's JVM, which has them here.
     Prints a JSON list of {"exit", "stdout", "stderr"}.
     """
-    import contextlib
-    import io
-
-    from pyspark.sql import SparkSession
-
-    import lineagestore
-    from lineagestore.cli import main as cli_main
+    from lineagestore.testing.cli import run_cli
     from lineagestore.testing.s3 import s3a_jars
+    from lineagestore.testing.session import local_builder
 
-    builder = (
-        SparkSession.builder.master("local[1]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.extraClassPath", os.pathsep.join(s3a_jars()))
-    )
-    spark = lineagestore.configure(builder).getOrCreate()
+    spark = local_builder(
+        "local[1]", partitions=None, conf={"spark.driver.extraClassPath": os.pathsep.join(s3a_jars())}
+    ).getOrCreate()
     results = []
     for argv in json.loads(Path(args.tools).read_text()):
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = cli_main(argv)
-        results.append({"exit": code, "stdout": out.getvalue(), "stderr": err.getvalue()})
+        code, out, err = run_cli(argv)
+        results.append({"exit": code, "stdout": out, "stderr": err})
     spark.stop()
     sys.stdout.write("\n" + json.dumps(results) + "\n")
 
 
 def _cli_json(work: Path, hadoop: dict[str, str], commands: list[list[str]]) -> list[tuple[int, Any, str]]:
     """``lineagestore <command> --json`` for each command, in one tools process; (exit, JSON, stderr) each."""
-    conf = [a for k, v in hadoop.items() for a in ("--hadoop-conf", f"{k}={v}")]
+    from lineagestore.testing.cli import hadoop_conf_args
+
+    conf = hadoop_conf_args(hadoop)
     spec = work / "tools.json"
     spec.write_text(json.dumps([[*conf, "--no-progress", *c, "--json"] for c in commands]))
     proc = subprocess.run(

@@ -14,6 +14,7 @@ from pyspark.errors import StreamingQueryException
 
 from lineagestore import adjunct, cli
 from lineagestore.adjunct import AdjunctTableError
+from lineagestore.testing.cli import hadoop_conf_args
 from test_adjunct_tables import (
     CHANGE_SCHEMA,
     EVENT_SCHEMA,
@@ -234,9 +235,7 @@ def test_partitioned_s3a_table(spark, s3_server, s3_bucket, capsys):
         assert {r["id"]: (r["name"], r["score"]) for r in rows} == {
             k: oracle.versions[version].get(k, (None, None)) for k in keys
         }
-    hadoop_args = [
-        a for k, v in s3_server.hadoop_conf(s3_bucket).items() for a in ("--hadoop-conf", f"{k}={v}")
-    ]
+    hadoop_args = hadoop_conf_args(s3_server.hadoop_conf(s3_bucket))
     assert cli.main([*hadoop_args, "inspect", table]) == 0
     out = capsys.readouterr().out
     assert f"({N} partitions)" in out and "versions       1..2 (2 kept)" in out, out

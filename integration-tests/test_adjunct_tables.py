@@ -10,9 +10,9 @@ says, per version, what every event must be enriched with. One shared Spark sess
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +20,7 @@ from pyspark.errors import StreamingQueryException
 
 from lineagestore import adjunct, cli
 from lineagestore.adjunct import AdjunctTableError
+from lineagestore.testing.cli import hadoop_conf_args, run_cli
 
 CHANGE_SCHEMA = "id INT, op STRING, seq LONG, name STRING, score DOUBLE"
 EVENT_SCHEMA = "event INT, id INT"
@@ -117,10 +118,10 @@ def as_table(rows) -> dict[int, tuple]:
 
 
 def inspect_json(table: str) -> dict:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        assert cli.main(["--no-progress", "inspect", table, "--json"]) == 0
-    return json.loads(out.getvalue())
+    result = run_cli(["inspect", table], json=True)
+    sys.stderr.write(result.err)  # the command's messages stay in the test's captured stderr
+    assert result.code == 0
+    return result.report
 
 
 def test_maintain_and_enrich_streams_against_oracle(spark, tmp_path):
@@ -289,9 +290,7 @@ def test_s3a_table(spark, s3_server, s3_bucket, capsys):
     # the replica moved from version 1 to 3 by replaying the two deltas it lacked, not by reloading
     assert replayed[1] - replayed[0] == 2, replayed
 
-    hadoop_args = [
-        a for k, v in s3_server.hadoop_conf(s3_bucket).items() for a in ("--hadoop-conf", f"{k}={v}")
-    ]
+    hadoop_args = hadoop_conf_args(s3_server.hadoop_conf(s3_bucket))
     assert cli.main([*hadoop_args, "inspect", table, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert [v["version"] for v in report["versions"]] == [1, 2, 3]

@@ -9,8 +9,6 @@ Connect mode for its whole process, and this process keeps its classic session f
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import re
@@ -23,6 +21,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 import lineagestore
+from lineagestore.testing.cli import run_cli
 from lineagestore.testing.connect import ConnectServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,15 +55,6 @@ def _oracle(batches: list[list[dict]]) -> list[dict]:
     return expected
 
 
-def _cli(*argv: str) -> tuple[int, dict]:
-    from lineagestore.cli import main
-
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-        code = main(["--no-progress", *argv, "--json"])
-    return code, json.loads(out.getvalue())
-
-
 def test_stateful_queries_over_spark_connect(spark, connect_server, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "PYSPARK_GATEWAY_PORT")}
     run = subprocess.run(
@@ -88,8 +78,8 @@ def test_stateful_queries_over_spark_connect(spark, connect_server, tmp_path):
         checkpoint = tmp_path / f"cp-{name}"
         deltas = list((checkpoint / "state").rglob("*.delta"))
         assert deltas, f"no lineagestore delta under {checkpoint}: the server did not use lineagestore"
-        code, verified = _cli("verify", str(checkpoint))
-        assert code == 0, verified
+        verified = run_cli(["verify", str(checkpoint)], json=True)
+        assert verified.code == 0, verified.report
 
 
 @pytest.mark.parametrize("how", ["remote", "spark.remote", "SPARK_REMOTE"])

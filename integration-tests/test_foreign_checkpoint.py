@@ -17,16 +17,12 @@ MARK = "this query does NOT run on lineagestore"
 SCRIPT = textwrap.dedent(
     """
     import json, sys
-    from pyspark.sql import SparkSession
     import lineagestore
     from lineagestore.cli import main
+    from lineagestore.testing.session import local_builder
 
     source, foreign, ours, rocksdb = sys.argv[1:5]
-    spark = lineagestore.configure(
-        SparkSession.builder.master("local[1]")
-        .config("spark.sql.shuffle.partitions", "1")
-        .config("spark.ui.enabled", "false")
-    ).getOrCreate()
+    spark = local_builder("local[1]", partitions=1).getOrCreate()
     provider = "spark.sql.streaming.stateStore.providerClass"
     version = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 

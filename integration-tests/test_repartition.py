@@ -21,7 +21,8 @@ from pyspark.sql.types import StructType
 from lineagestore import repartition as rp
 from lineagestore.checkpoint import CheckpointError, gc, load, verify
 from lineagestore.jvm import connect
-from lineagestore.testing.harness import PROVIDER_CLASSES, close_state_stores
+from lineagestore.testing.cli import hadoop_conf_args
+from lineagestore.testing.harness import PROVIDER_CLASSES, RunResult, StreamHarness, close_state_stores
 
 SCHEMA = "k string, g int, v long"
 
@@ -35,38 +36,17 @@ def tools(spark):
     spark.conf.set("spark.sql.shuffle.partitions", "2")
 
 
-class Query:
-    """One query over JSON input files, run with availableNow; foreachBatch keeps each batch's rows."""
+class Query(StreamHarness):
+    """The harness with one query bound: ``run()`` starts ``build`` in output ``mode`` with ``trigger``.
+    Every source reads SCHEMA, each batch's rows are tuples (the oracles' form), and the provider is not
+    checked: these checkpoints move between providers (migrations) or live on s3a://."""
 
-    def __init__(self, spark, root: Path, build, mode: str = "update"):
-        self.spark, self.root, self.build, self.mode = spark, root, build, mode
-        self.checkpoint = root / "checkpoint"
-        self.outputs: dict[int, list[tuple]] = {}
-        self.files = 0
+    def __init__(self, spark, root: Path, build, mode: str = "update", trigger: str = "availableNow"):
+        super().__init__(spark, root, schema=SCHEMA, rows_as=tuple, check_provider=False)
+        self.build, self.mode, self.trigger = build, mode, trigger
 
-    def add(self, source: str, rows: list[dict]) -> None:
-        d = self.root / source
-        d.mkdir(parents=True, exist_ok=True)
-        (d / f"{self.files:04d}.json").write_text("\n".join(json.dumps(r) for r in rows))
-        self.files += 1
-
-    def source(self, name: str):
-        (self.root / name).mkdir(parents=True, exist_ok=True)
-        return self.spark.readStream.schema(SCHEMA).json(str(self.root / name))
-
-    def run(self) -> None:
-        def collect(df, batch_id):
-            self.outputs[batch_id] = [tuple(r) for r in df.collect()]
-
-        q = (
-            self.build(self)
-            .writeStream.outputMode(self.mode)
-            .foreachBatch(collect)
-            .option("checkpointLocation", str(self.checkpoint))
-            .trigger(availableNow=True)
-            .start()
-        )
-        q.awaitTermination()
+    def run(self, build=None, output_mode=None, query_name=None, trigger=None) -> RunResult:
+        return super().run(build or self.build, output_mode or self.mode, query_name, trigger or self.trigger)
 
 
 def _rows(rnd: random.Random, n: int, keys: int = 40) -> list[dict]:
@@ -145,7 +125,7 @@ def test_dedup_then_aggregation_up_and_down(spark, tools, tmp_path):
             "spark.sql.shuffle.partitions", str(partitions or 2)
         )  # ignored once a checkpoint exists
         rows = _rows(rnd, 30)
-        q.add("in", rows)
+        q.write("in", rows)
         changed = set()
         for r in rows:
             t = (r["k"], r["g"], r["v"])
@@ -181,8 +161,8 @@ def test_stream_stream_join_up_and_down(spark, tools, tmp_path):
 
     def run_a_batch():
         new_l, new_r = _rows(rnd, 12, keys=10), _rows(rnd, 12, keys=10)
-        q.add("left", new_l)
-        q.add("right", new_r)
+        q.write("left", new_l)
+        q.write("right", new_r)
         lefts.extend(new_l)
         rights.extend(new_r)
         q.run()
@@ -236,7 +216,7 @@ def test_refusals_name_the_cause(spark, tools, tmp_path):
 
     spark.conf.set("spark.sql.shuffle.partitions", "2")
     q = Query(spark, tmp_path, build)
-    q.add("in", _rows(random.Random(1), 5))
+    q.write("in", _rows(random.Random(1), 5))
     q.run()
     cp = str(q.checkpoint)
     with pytest.raises(CheckpointError, match="at least 1"):
@@ -266,7 +246,7 @@ def test_interrupted_repartition_is_recognised_then_finished_or_undone(spark, to
     spark.conf.set("spark.sql.shuffle.partitions", "2")
     q = Query(spark, tmp_path, build)
     rows = _rows(random.Random(3), 20)
-    q.add("in", rows)
+    q.write("in", rows)
     q.run()
     cp = str(q.checkpoint)
     entry = rp.repartitioned_offsets(tools, f"{load(tools, cp).uri}/offsets/0", 3)
@@ -285,7 +265,7 @@ def test_interrupted_repartition_is_recognised_then_finished_or_undone(spark, to
     assert out["resume"]
     _verify_clean(tools, q.checkpoint)
     more = _rows(random.Random(4), 10)
-    q.add("in", more)
+    q.write("in", more)
     q.run()
     totals: dict[str, int] = {}
     for r in rows + more:
@@ -305,7 +285,7 @@ def test_crash_at_each_step_then_rerun_finishes(spark, tools, tmp_path, step):
     spark.conf.set("spark.sql.shuffle.partitions", "2")
     q = Query(spark, tmp_path, build)
     rows = _rows(random.Random(6), 20)
-    q.add("in", rows)
+    q.write("in", rows)
     q.run()
     cp = str(q.checkpoint)
     before = _settled_files(q.checkpoint)
@@ -320,7 +300,7 @@ def test_crash_at_each_step_then_rerun_finishes(spark, tools, tmp_path, step):
     )
     _verify_clean(tools, q.checkpoint)
     more = _rows(random.Random(7), 10)
-    q.add("in", more)
+    q.write("in", more)
     q.run()
     totals: dict[str, int] = {}
     for r in rows + more:
@@ -352,12 +332,12 @@ def test_flat_map_groups_with_state(spark, tools, tmp_path):
     spark.conf.set("spark.sql.shuffle.partitions", "2")
     q = Query(spark, tmp_path, build)
     rows = _rows(random.Random(8), 25, keys=12)
-    q.add("in", rows)
+    q.write("in", rows)
     q.run()
     rp.repartition(tools, str(q.checkpoint), 3)
     _placement_matches_spark(spark, q.checkpoint, 3, ["k"], operatorId=0)
     more = _rows(random.Random(9), 15, keys=12)
-    q.add("in", more)
+    q.write("in", more)
     q.run()
     counts = Counter(r["k"] for r in rows + more)
     assert sorted(q.outputs[2]) == sorted((k, counts[k]) for k in {r["k"] for r in more})
@@ -375,18 +355,16 @@ def test_s3a_checkpoint_through_the_command_line(spark, tools, s3_server, s3_buc
     q = Query(spark, tmp_path, build)
     q.checkpoint = f"s3a://{s3_bucket}/repartition"  # type: ignore[assignment]
     rows = _rows(random.Random(12), 20)
-    q.add("in", rows)
+    q.write("in", rows)
     q.run()
-    hadoop_args = [
-        a for k, v in s3_server.hadoop_conf(s3_bucket).items() for a in ("--hadoop-conf", f"{k}={v}")
-    ]
+    hadoop_args = hadoop_conf_args(s3_server.hadoop_conf(s3_bucket))
     rc = cli.main([*hadoop_args, "repartition", q.checkpoint, "--partitions", "3", "--json"])
     out, err = capsys.readouterr()
     assert rc == 0, err
     assert json.loads(out)["newPartitions"] == 3
     _placement_matches_spark(spark, q.checkpoint, 3, ["k"], operatorId=0)
     more = _rows(random.Random(13), 10)
-    q.add("in", more)
+    q.write("in", more)
     q.run()
     totals: dict[str, int] = {}
     for r in rows + more:
@@ -427,9 +405,9 @@ def test_migrate_from_spark_providers(spark, tools, tmp_path, provider, format_v
     qj = Query(spark, tmp_path / "join", join, mode="append")
     rnd = random.Random(21)
     a1, l1, r1 = _rows(rnd, 25), _rows(rnd, 10, keys=8), _rows(rnd, 10, keys=8)
-    qa.add("in", a1)
-    qj.add("left", l1)
-    qj.add("right", r1)
+    qa.write("in", a1)
+    qj.write("left", l1)
+    qj.write("right", r1)
     try:
         qa.run()
         qj.run()
@@ -447,9 +425,9 @@ def test_migrate_from_spark_providers(spark, tools, tmp_path, provider, format_v
     _placement_matches_spark(spark, qa.checkpoint, 3, ["k", "g", "v"], operatorId=1)  # dropDuplicates
     _placement_matches_spark(spark, qj.checkpoint, 2, ["lk"], operatorId=0, joinSide="left")
     a2, l2, r2 = _rows(rnd, 10), _rows(rnd, 6, keys=8), _rows(rnd, 6, keys=8)
-    qa.add("in", a2)
-    qj.add("left", l2)
-    qj.add("right", r2)
+    qa.write("in", a2)
+    qj.write("left", l2)
+    qj.write("right", r2)
     qa.run()
     qj.run()
     totals: dict[tuple, int] = {}

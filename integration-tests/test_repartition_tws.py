@@ -20,6 +20,7 @@ from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from lineagestore import repartition as rp
 from lineagestore.testing import oracle
+from lineagestore.testing.cli import hadoop_conf_args
 from test_repartition import Query, _placement_matches_spark, _verify_clean, tools  # noqa: F401 (fixture)
 from test_transform_with_state import GAP_S, TWS_OUTPUT, CountListMapTimerProcessor
 
@@ -71,8 +72,7 @@ def _state_keys(spark, checkpoint, **options) -> set[str]:
 
 def _build(processor, time_mode: str, output: str, watermark: bool):
     def build(q):
-        (q.root / "in").mkdir(parents=True, exist_ok=True)
-        df = q.spark.readStream.schema("k string, t long, v long").json(str(q.root / "in"))
+        df = q.source("in", "k string, t long, v long")
         if watermark:
             df = df.withColumn("ts", F.timestamp_seconds("t")).withWatermark("ts", f"{DELAY_S} seconds")
         return df.groupBy("k").transformWithStateInPandas(
@@ -116,7 +116,7 @@ def test_event_time_value_list_map_and_timers_up_and_down(spark, tools, tmp_path
             n = 4 if i == 1 else 3
             vars_ = ("count", "max_t", "values", "parity")
             skipped.append(_repartition(spark, tools, q, n, vars_, set(keys)))
-        q.add("in", rows)
+        q.write("in", rows)
         q.run()
     # the repartition batches have no output; every other batch is the oracle's, in order
     assert not set(q.outputs) & set(skipped)
@@ -125,24 +125,6 @@ def test_event_time_value_list_map_and_timers_up_and_down(spark, tools, tmp_path
     fired = {r[0] for rows in got for r in rows if r[1] == "timer"}
     assert set(keys) <= fired, "a timer registered before a repartition did not fire for its key"
     _verify_clean(tools, q.checkpoint)
-
-
-class _OnceQuery(Query):
-    """ProcessingTime mode always wants another batch: an availableNow run would never end."""
-
-    def run(self) -> None:
-        def collect(df, batch_id):
-            self.outputs[batch_id] = [tuple(r) for r in df.collect()]
-
-        q = (
-            self.build(self)
-            .writeStream.outputMode(self.mode)
-            .foreachBatch(collect)
-            .option("checkpointLocation", str(self.checkpoint))
-            .trigger(once=True)
-            .start()
-        )
-        q.awaitTermination()
 
 
 ENCODING = "spark.sql.streaming.stateStore.encodingFormat"
@@ -164,13 +146,14 @@ def test_processing_time_ttl_and_timers_up_and_down(spark, tools, tmp_path, enco
 
 
 def _ttl_and_timers(spark, tools, tmp_path, encoding: str) -> None:  # noqa: F811
-    q = _OnceQuery(
+    q = Query(  # ProcessingTime mode always wants another batch: an availableNow run would never end
         spark,
         tmp_path,
         _build(TtlAndTimerProcessor(), "ProcessingTime", "k string, kind string, n long", False),
+        trigger="once",
     )
     keys = [f"k{i}" for i in range(10)]
-    q.add("in", [{"k": k, "t": 0, "v": 1} for k in keys + keys[:4]])
+    q.write("in", [{"k": k, "t": 0, "v": 1} for k in keys + keys[:4]])
     q.run()
     assert sorted(q.outputs[0]) == sorted((k, "data", 2 if k in keys[:4] else 1) for k in keys)
     assert rp.offset_conf(tools, (q.checkpoint / "offsets" / "0").as_uri())[ENCODING] == encoding
@@ -179,7 +162,7 @@ def _ttl_and_timers(spark, tools, tmp_path, encoding: str) -> None:  # noqa: F81
         live = set(keys) | ({"k10"} if new_key == "k11" else set())
         batch = _repartition(spark, tools, q, n, ("count", "kept"), live) + 1
         time.sleep(max(FLASH_TTL_MS, TIMER_DELAY_MS) / 1000 + 0.5)
-        q.add("in", [{"k": new_key, "t": 0, "v": 1}])
+        q.write("in", [{"k": new_key, "t": 0, "v": 1}])
         q.run()
         due = [k for k in counts if k != new_key]  # every timer registered before the sleep
         assert sorted(q.outputs[batch]) == sorted(
@@ -212,7 +195,7 @@ def test_migrate_from_spark_rocksdb(spark, tools, tmp_path):  # noqa: F811
     spark.conf.set("spark.sql.streaming.stateStore.providerClass", PROVIDER_CLASSES["builtin"])
     q = Query(spark, tmp_path, _build(CountListMapTimerProcessor(), "EventTime", TWS_OUTPUT, watermark=True))
     try:
-        q.add("in", runs[0])
+        q.write("in", runs[0])
         q.run()
     finally:
         spark.conf.set("spark.sql.streaming.stateStore.providerClass", PROVIDER_CLASSES["lineagestore"])
@@ -224,7 +207,7 @@ def test_migrate_from_spark_rocksdb(spark, tools, tmp_path):  # noqa: F811
     _placement_matches_spark(spark, q.checkpoint, 3, ["k"], operatorId=0, readRegisteredTimers=True)
     _verify_clean(tools, q.checkpoint)
     for rows in runs[1:]:
-        q.add("in", rows)
+        q.write("in", rows)
         q.run()
     assert not set(q.outputs) & {moved["newBatch"]}
     got = [sorted(tuple(r) for r in q.outputs[b]) for b in sorted(q.outputs)]
@@ -248,11 +231,9 @@ def test_s3a_checkpoint_through_the_command_line(spark, tools, s3_server, s3_buc
     spark.conf.set("spark.sql.shuffle.partitions", "2")
     q = Query(spark, tmp_path, _build(CountListMapTimerProcessor(), "EventTime", TWS_OUTPUT, watermark=True))
     q.checkpoint = f"s3a://{s3_bucket}/tws"  # type: ignore[assignment]
-    q.add("in", runs[0])
+    q.write("in", runs[0])
     q.run()
-    hadoop_args = [
-        a for k, v in s3_server.hadoop_conf(s3_bucket).items() for a in ("--hadoop-conf", f"{k}={v}")
-    ]
+    hadoop_args = hadoop_conf_args(s3_server.hadoop_conf(s3_bucket))
     rc = cli.main([*hadoop_args, "repartition", q.checkpoint, "--partitions", "3", "--json"])
     out, err = capsys.readouterr()
     assert rc == 0, err
@@ -262,7 +243,7 @@ def test_s3a_checkpoint_through_the_command_line(spark, tools, s3_server, s3_buc
         _placement_matches_spark(spark, q.checkpoint, 3, ["k"], operatorId=0, stateVarName=var)
     _placement_matches_spark(spark, q.checkpoint, 3, ["k"], operatorId=0, readRegisteredTimers=True)
     assert cli.main([*hadoop_args, "verify", q.checkpoint]) == 0, capsys.readouterr()
-    q.add("in", runs[1])
+    q.write("in", runs[1])
     q.run()
     got = [sorted(tuple(r) for r in q.outputs[b]) for b in sorted(q.outputs)]
     assert got == [sorted(expected[b]) for b in sorted(expected)]

@@ -11,14 +11,13 @@ operation, the full ``s3a://`` location, the endpoint setting and what to do.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import re
 import uuid
 
 import pytest
 
 from lineagestore.testing import oracle
+from lineagestore.testing.cli import run_cli
 from lineagestore.testing.harness import S3StreamHarness, StreamFailed
 from lineagestore.testing.s3_proxy import FAULT_TEST_HOLD_S, FaultyS3Proxy, s3a_conf_via_proxy
 
@@ -209,33 +208,23 @@ def test_a_damaged_state_file_on_s3_is_named_and_the_repaired_checkpoint_continu
 
 
 # --------------------------------------------------------------------------------------- command line
-def _cli(settings: dict, *args: str) -> tuple[int, str]:
-    from lineagestore.cli import main
-
-    argv = [a for k, v in settings.items() for a in ("--hadoop-conf", f"{k}={v}")]
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        code = main([*argv, "--no-progress", *args])
-    return code, err.getvalue()
-
-
 def test_command_line_names_location_and_remedy(spark, s3_server, bucket):
     cp = f"s3a://{bucket.name}/checkpoint"
     wrong = dict(bucket.settings, **{f"fs.s3a.bucket.{bucket.name}.secret.key": "wrong-secret"})
     # the CLI runs in this JVM: drop the cached filesystem before each case
     bucket.apply(wrong)
-    code, err = _cli(wrong, "verify", cp)
+    code, _, err = run_cli(["verify", cp], hadoop_conf=wrong)
     assert code != 0 and f"lineagestore could not list {cp}" in err, err
     assert "refused the credentials" in err and "fs.s3a.access.key" in err, err
     bucket.apply(bucket.settings)
     bucket.proxy.stop()
     try:
-        code, err = _cli(bucket.settings, "inspect", cp)
+        code, _, err = run_cli(["inspect", cp], hadoop_conf=bucket.settings)
     finally:
         bucket.proxy.start()
     assert code != 0 and f"lineagestore could not list {cp} at {bucket.proxy.endpoint}" in err, err
     assert "cannot be reached" in err, err
     missing = f"ls-missing-{uuid.uuid4().hex[:10]}"
     settings = s3_server.hadoop_conf(missing)
-    code, err = _cli(settings, "gc", f"s3a://{missing}/checkpoint")
+    code, _, err = run_cli(["gc", f"s3a://{missing}/checkpoint"], hadoop_conf=settings)
     assert code != 0 and f"s3a://{missing}/checkpoint" in err and "does not exist" in err, err

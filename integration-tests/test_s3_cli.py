@@ -25,6 +25,7 @@ import pytest
 
 from lineagestore.jvm.jars import AWS_SDK_S3_CLASS, HADOOP_AWS_VERSION, S3A_FILESYSTEM_CLASS
 from lineagestore.testing import oracle
+from lineagestore.testing.cli import hadoop_conf_args
 from lineagestore.testing.harness import PROVIDER_CLASSES, S3StreamHarness, close_state_stores
 from lineagestore.testing.s3 import s3a_jars
 
@@ -57,7 +58,7 @@ def checkpoint(spark, s3_server, tmp_path_factory):
             h.run(oracle.running_aggregate_query, "update")
         # close the stores (as an executor restart would): no late snapshot upload while the command reads
         close_state_stores(spark)
-        yield h, [a for k, v in settings.items() for a in ("--hadoop-conf", f"{k}={v}")]
+        yield h, hadoop_conf_args(settings)
     finally:
         spark.conf.set(provider_key, before)
         for key in settings:

@@ -12,6 +12,7 @@ import pytest
 
 from lineagestore import cli
 from lineagestore.testing import oracle
+from lineagestore.testing.cli import hadoop_conf_args
 from lineagestore.testing.harness import S3StreamHarness, close_state_stores
 
 
@@ -59,9 +60,7 @@ def test_clone_on_s3_copies_server_side_and_the_clone_restarts(
     source_before = _stable_etags(h, "source")
     assert any(k.startswith("state/") and k.endswith(".delta") for k in source_before)
 
-    hadoop_args = [
-        a for k, v in s3_server.hadoop_conf(s3_bucket).items() for a in ("--hadoop-conf", f"{k}={v}")
-    ]
+    hadoop_args = hadoop_conf_args(s3_server.hadoop_conf(s3_bucket))
     rc = cli.main([*hadoop_args, "clone", f"s3a://{s3_bucket}/source", f"s3a://{s3_bucket}/clone", "--json"])
     out, err = capsys.readouterr()
     assert rc == 0, err

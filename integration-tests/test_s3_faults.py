@@ -19,11 +19,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from collections import Counter
 
 import pytest
 
 from lineagestore.testing import oracle
+from lineagestore.testing.cli import run_cli
 from lineagestore.testing.harness import S3StreamHarness, StreamFailed
 from lineagestore.testing.s3_proxy import FAULT_TEST_HOLD_S
 
@@ -65,17 +67,10 @@ def _run_until_done(h, proxy, faults: dict, failures: list[str]):
 
 def _verify(spark, checkpoint: str, settings: dict) -> dict:
     """``lineagestore verify --json`` in this process (the session's JVM)."""
-    import contextlib
-    import io
-
-    from lineagestore.cli import main
-
-    argv = [a for k, v in settings.items() for a in ("--hadoop-conf", f"{k}={v}")]
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        code = main([*argv, "--no-progress", "verify", checkpoint, "--json"])
-    report = json.loads(out.getvalue())
-    assert code == 0, json.dumps(report, indent=1)[:4000]
+    result = run_cli(["verify", checkpoint], hadoop_conf=settings, json=True)
+    sys.stderr.write(result.err)  # the command's messages stay in the test's captured stderr
+    report = result.report
+    assert result.code == 0, json.dumps(report, indent=1)[:4000]
     return report
 
 

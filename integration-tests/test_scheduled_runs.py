@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+import lineagestore
 from providers import LINEAGE_JAR
 
 HERE = Path(__file__).resolve().parent
@@ -35,7 +36,7 @@ def test_short_scheduled_runs_keep_replay_and_storage_bounded(tmp_path):
             str(HERE / "scheduled_runs.py"),
             str(tmp_path),
             str(RUNS),
-            "io.lineagestore.spark.LineageStateStoreProvider",
+            lineagestore.PROVIDER_CLASS,
             "spark.sql.streaming.stateStore.minDeltasForSnapshot=2",
             f"spark.sql.streaming.minBatchesToRetain={RETAIN}",
             f"spark.sql.streaming.stateStore.lineagestore.maxSnapshotLagDeltas={MAX_LAG}",

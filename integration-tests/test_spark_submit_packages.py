@@ -28,10 +28,11 @@ from pathlib import Path
 
 import pytest
 
+from lineagestore import PROVIDER_CLASS
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SBT = REPO_ROOT / "dev" / "sbt"
 ARTIFACT = "io.lineagestore:lineagestore-spark_2.13"
-PROVIDER_CLASS = "io.lineagestore.spark.LineageStateStoreProvider"
 
 
 def _sha256(path: Path) -> str:

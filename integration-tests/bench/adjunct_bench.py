@@ -26,11 +26,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-import lineagestore
 from lineagestore import adjunct
+from lineagestore.testing.session import local_builder
 
 
 def main() -> None:
@@ -45,13 +44,7 @@ def main() -> None:
         "JFR-lookup-bN.jfr and JFR-parquet-bN.jfr, and of the first build into JFR-build.jfr; summarise them with jfr_profile.py",
     )
     args = ap.parse_args()
-    spark = lineagestore.configure(
-        SparkSession.builder.master("local[2]")
-        .config("spark.driver.memory", "3g")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-    ).getOrCreate()
+    spark = local_builder(partitions=4, conf={"spark.driver.memory": "3g"}).getOrCreate()
     base = tempfile.mkdtemp(prefix="adjunct-bench-")
     table = f"{base}/table"
     rows = (

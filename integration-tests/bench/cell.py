@@ -50,9 +50,11 @@ from measure import (  # noqa: E402
     thread_cpu,
 )
 
+from lineagestore import PROVIDER_CLASS  # noqa: E402
+
 RDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
-LINEAGE = "io.lineagestore.spark.LineageStateStoreProvider"
+LINEAGE = PROVIDER_CLASS
 
 # name -> (provider class, checkpoint format version, extra SQL confs)
 PROVIDERS: dict[str, tuple[str, int, dict[str, str]]] = {

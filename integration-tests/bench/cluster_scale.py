@@ -56,10 +56,7 @@ def run_label(label: str, jar: str | None, cluster, args, work: Path) -> dict:
         # another build's jar: set the provider by hand (configure's listeners may not exist in that jar)
         builder = (
             builder.config("spark.jars", jar)
-            .config(
-                "spark.sql.streaming.stateStore.providerClass",
-                "io.lineagestore.spark.LineageStateStoreProvider",
-            )
+            .config("spark.sql.streaming.stateStore.providerClass", lineagestore.PROVIDER_CLASS)
             .config("spark.sql.streaming.stateStore.checkpointFormatVersion", "2")
         )
         spark = builder.getOrCreate()

@@ -36,8 +36,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent / "python"))
 sys.path.insert(0, str(HERE))
 
+from lineagestore import PROVIDER_CLASS  # noqa: E402
+
 PROVIDERS = {
-    "lineagestore": "io.lineagestore.spark.LineageStateStoreProvider",
+    "lineagestore": PROVIDER_CLASS,
     "builtin": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
 }
 

@@ -32,8 +32,11 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(HERE.parent / "python"))
+
+from lineagestore import PROVIDER_CLASS  # noqa: E402
+
 PROVIDERS = {
-    "lineagestore": "io.lineagestore.spark.LineageStateStoreProvider",
+    "lineagestore": PROVIDER_CLASS,
     "builtin": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
 }
 CONF = [

@@ -8,9 +8,6 @@ Every scenario compares each batch with a plain-Python oracle and ends with ``li
 
 from __future__ import annotations
 
-import contextlib
-import io
-import json
 import os
 import threading
 import time
@@ -19,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from lineagestore.testing import oracle
+from lineagestore.testing.cli import run_cli
 from lineagestore.testing.harness import PROVIDER_CLASSES, StreamHarness
 
 PARTITIONS = 6  # more partitions than the cluster's 3 cores: stores drift between executors
@@ -34,32 +32,22 @@ def harness(spark, cluster, tmp_path):
         q.stop()
 
 
-def _cli(*argv: str) -> tuple[int, dict]:
-    """``lineagestore <argv> --json`` in this process (the session's JVM); its exit code and JSON output."""
-    from lineagestore.cli import main
-
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-        code = main(["--no-progress", *argv, "--json"])
-    return code, json.loads(out.getvalue())
-
-
 def _assert_checkpoint_clean(checkpoint: Path, crashed: bool = False) -> None:
-    code, verified = _cli("verify", str(checkpoint))
-    assert code == 0, verified
+    verified = run_cli(["verify", str(checkpoint)], json=True)
+    assert verified.code == 0, verified.report
     if crashed:  # a killed executor may leave an upload's blobs behind: the sweep past the grace removes them
-        code, applied = _cli("gc", str(checkpoint), "--grace", "0s", "--apply")
-        assert code == 0, applied
+        applied = run_cli(["gc", str(checkpoint), "--grace", "0s", "--apply"], json=True)
+        assert applied.code == 0, applied.report
     # After the query stops, executors still upload the snapshots they froze (maintenance, close): between an
     # upload's blobs and its zip, those blobs are referenced by no snapshot yet. A leak is a blob that stays
     # so once the uploads are over, so the plan is asked again for a while before it counts as one.
     deadline = time.monotonic() + 30
     while True:
-        code, plan = _cli("gc", str(checkpoint), "--grace", "0s")
-        assert code == 0, plan
+        plan = run_cli(["gc", str(checkpoint), "--grace", "0s"], json=True)
+        assert plan.code == 0, plan.report
         leaked = [
             (store["dir"], d["file"])
-            for store in plan["stores"]
+            for store in plan.report["stores"]
             for d in store["delete"]
             if d["file"].startswith("shared/") and d["reason"]["kind"] == "unreferenced"
         ]

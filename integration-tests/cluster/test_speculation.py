@@ -14,9 +14,10 @@ from __future__ import annotations
 import os
 import time
 
-from test_cluster import _assert_checkpoint_clean, _cli
+from test_cluster import _assert_checkpoint_clean
 
 from lineagestore.testing import oracle
+from lineagestore.testing.cli import run_cli
 from lineagestore.testing.harness import PROVIDER_CLASSES, StreamHarness
 
 
@@ -66,9 +67,9 @@ def test_a_speculative_attempt_on_another_executor_and_the_committed_one_wins(sp
     store = h.checkpoint / "state" / "0" / "0"
     deltas = sorted(p.name for p in store.glob("3_*.delta"))
     assert len(deltas) >= 2, f"only one attempt wrote version 3: {deltas}"
-    code, report = _cli("inspect", str(h.checkpoint))
-    assert code == 0, report
-    partition0 = next(s for s in report["stores"] if s["partitionId"] == 0 and s["operatorId"] == 0)
+    inspected = run_cli(["inspect", str(h.checkpoint)], json=True)
+    assert inspected.code == 0, inspected.report
+    partition0 = next(s for s in inspected.report["stores"] if s["partitionId"] == 0 and s["operatorId"] == 0)
     assert partition0["conflicts"] == [], partition0["conflicts"]
     assert partition0["totals"]["orphanAttempts"] >= 1
     _assert_checkpoint_clean(h.checkpoint)

@@ -11,24 +11,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-import lineagestore
 from lineagestore.sinks import IdempotentBatchWriter
+from lineagestore.testing.session import SNAPSHOT_OFTEN, local_session
 
 
 def main(work: Path) -> None:
-    builder = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.streaming.stateStore.minDeltasForSnapshot", "2")
-        .config("spark.sql.streaming.stateStore.maintenanceInterval", "1s")
-    )
-    spark = lineagestore.configure(builder).getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_session(conf=SNAPSHOT_OFTEN)
     events = (
         spark.readStream.schema("id long, key string")
         .option("maxFilesPerTrigger", 1)

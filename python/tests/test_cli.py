@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 
-import lineagestore
-from lineagestore.cli import EXIT_BAD_CHECKPOINT, EXIT_ENVIRONMENT, EXIT_OK, EXIT_PROBLEMS, main
+from lineagestore.cli import EXIT_BAD_CHECKPOINT, EXIT_ENVIRONMENT, EXIT_OK, EXIT_PROBLEMS
+from lineagestore.testing.cli import run_cli
+from lineagestore.testing.session import SNAPSHOT_OFTEN, local_session
 
 USERS = 12
 
@@ -105,18 +106,7 @@ def _wait_stable(root: Path, quiet: float = 2.5) -> None:
 
 @pytest.fixture(scope="module")
 def spark():
-    from pyspark.sql import SparkSession
-
-    builder = (
-        SparkSession.builder.master("local[2]")
-        .appName("lineagestore-cli-tests")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.streaming.stateStore.maintenanceInterval", "1s")
-        .config("spark.sql.streaming.stateStore.minDeltasForSnapshot", "2")
-    )
-    session = lineagestore.configure(builder).getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
+    session = local_session(app_name="lineagestore-cli-tests", conf=SNAPSHOT_OFTEN)
     yield session
     session.stop()
 
@@ -163,14 +153,8 @@ def copy(base, tmp_path):
     return dst
 
 
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    rc = main([*argv])
-    out = capsys.readouterr()
-    return rc, out.out, out.err
-
-
-def inspect_json(capsys, checkpoint: Path) -> dict:
-    rc, out, err = run(capsys, "inspect", str(checkpoint), "--json")
+def inspect_json(checkpoint: Path) -> dict:
+    rc, out, err = run_cli(["inspect", str(checkpoint), "--json"])
     assert rc == EXIT_OK, err
     return json.loads(out)
 
@@ -178,8 +162,8 @@ def inspect_json(capsys, checkpoint: Path) -> dict:
 # ---- inspect ----------------------------------------------------------------------------------------------
 
 
-def test_inspect_reports_lineage_attempts_snapshots_and_sizes(base, capsys):
-    report = inspect_json(capsys, base[1])
+def test_inspect_reports_lineage_attempts_snapshots_and_sizes(base):
+    report = inspect_json(base[1])
     assert report["commitLog"] == {"batches": 5, "first": 0, "last": 4, "uncommitted": []}
     assert report["operators"] == [
         {
@@ -209,7 +193,7 @@ def test_inspect_reports_lineage_attempts_snapshots_and_sizes(base, capsys):
         assert t["sharedBytes"] + t["uniqueBytes"] + t["orphanBlobBytes"] == t["blobBytes"]
         assert not s["errors"] and not s["conflicts"]
 
-    rc, out, _ = run(capsys, "inspect", str(base[1]))
+    rc, out, _ = run_cli(["inspect", str(base[1])])
     assert rc == EXIT_OK
     assert "batches 0..4 (5 committed)" in out
     assert "operator 0   aggregation, 2 partitions x 1 store(s): default" in out
@@ -218,30 +202,30 @@ def test_inspect_reports_lineage_attempts_snapshots_and_sizes(base, capsys):
     assert "version 4: batch 3 chose 4_" in out and "(orphan: delta+snapshot)" in out
 
 
-def test_inspect_plot_draws_a_png(base, capsys, tmp_path):
+def test_inspect_plot_draws_a_png(base, tmp_path):
     pytest.importorskip("matplotlib")
     out = tmp_path / "lineage.png"
-    rc, _, err = run(capsys, "inspect", str(base[1]), "--plot", str(out))
+    rc, _, err = run_cli(["inspect", str(base[1]), "--plot", str(out)])
     assert rc == EXIT_OK, err
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "wrote" in err
 
 
-def test_inspect_plot_without_matplotlib_says_what_to_install(base, capsys, tmp_path, monkeypatch):
+def test_inspect_plot_without_matplotlib_says_what_to_install(base, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` fail
-    rc, _, err = run(capsys, "inspect", str(base[1]), "--plot", str(tmp_path / "x.png"))
+    rc, _, err = run_cli(["inspect", str(base[1]), "--plot", str(tmp_path / "x.png")])
     assert rc == EXIT_ENVIRONMENT
     assert "pip install 'lineagestore[plot]'" in err
 
 
-def test_inspect_of_a_damaged_delta_exits_1_and_says_so_in_the_summary(copy, capsys):
+def test_inspect_of_a_damaged_delta_exits_1_and_says_so_in_the_summary(copy):
     # a flipped byte in the header of the newest committed delta of partition 1 (inspect reads headers)
     delta = next(iter((copy / "state" / "0" / "1").glob("5_*.delta")))
     data = bytearray(delta.read_bytes())
     data[12] ^= 0x01
     delta.write_bytes(bytes(data))
     (delta.parent / f".{delta.name}.crc").unlink()  # as on an object store: lineagestore's own CRC catches it
-    rc, out, err = run(capsys, "inspect", str(copy))
+    rc, out, err = run_cli(["inspect", str(copy)])
     assert rc == EXIT_PROBLEMS, out + err
     lines = out.splitlines()  # the summary: the PROBLEMS: paragraph (its continuation lines are indented)
     start = next(i for i, line in enumerate(lines) if line.startswith("PROBLEMS:"))
@@ -250,7 +234,7 @@ def test_inspect_of_a_damaged_delta_exits_1_and_says_so_in_the_summary(copy, cap
     assert "in 1 store(s): state/0/1" in summary and "lineagestore verify" in summary
     assert "docs/operations.md#restarting-from-an-older-checkpoint" in summary
     assert delta.name in out
-    rc, out, _ = run(capsys, "inspect", str(copy), "--json")
+    rc, out, _ = run_cli(["inspect", str(copy), "--json"])
     problems = json.loads(out)["problems"]
     assert rc == EXIT_PROBLEMS and [p["store"] for p in problems] == ["state/0/1"]
     assert delta.name in problems[0]["message"]
@@ -259,11 +243,11 @@ def test_inspect_of_a_damaged_delta_exits_1_and_says_so_in_the_summary(copy, cap
 # ---- verify -----------------------------------------------------------------------------------------------
 
 
-def test_verify_passes_on_a_healthy_checkpoint(base, capsys):
-    rc, out, err = run(capsys, "verify", str(base[1]))
+def test_verify_passes_on_a_healthy_checkpoint(base):
+    rc, out, err = run_cli(["verify", str(base[1])])
     assert rc == EXIT_OK, out + err
     assert "result: OK" in out
-    rc, out, _ = run(capsys, "verify", str(base[1]), "--json", "--retain", "2")
+    rc, out, _ = run_cli(["verify", str(base[1]), "--json", "--retain", "2"])
     result = json.loads(out)
     assert (
         rc == EXIT_OK
@@ -275,7 +259,7 @@ def test_verify_passes_on_a_healthy_checkpoint(base, capsys):
 
 
 @pytest.mark.parametrize("drop_crc", [False, True], ids=["hadoop-crc", "own-crc"])
-def test_verify_names_a_corrupted_delta(copy, capsys, drop_crc):
+def test_verify_names_a_corrupted_delta(copy, drop_crc):
     # the newest committed delta of partition 0: every load of batch 4 replays it
     delta = next(iter((copy / "state" / "0" / "0").glob("5_*.delta")))
     data = bytearray(delta.read_bytes())
@@ -283,22 +267,22 @@ def test_verify_names_a_corrupted_delta(copy, capsys, drop_crc):
     delta.write_bytes(bytes(data))
     if drop_crc:  # as on an object store: only lineagestore's own CRC32C can catch it
         (delta.parent / f".{delta.name}.crc").unlink()
-    rc, out, _ = run(capsys, "verify", str(copy))
+    rc, out, _ = run_cli(["verify", str(copy)])
     assert rc == EXIT_PROBLEMS
     assert delta.name in out and "PROBLEMS FOUND" in out and "needed by batch(es) 4" in out
     assert "what to do: docs/operations.md#restarting-from-an-older-checkpoint" in out
     assert "checksum" in out
 
 
-def test_verify_names_a_deleted_shared_blob(copy, capsys):
-    store = next(s for s in inspect_json(capsys, copy)["stores"] if s["path"] == "state/0/1")
+def test_verify_names_a_deleted_shared_blob(copy):
+    store = next(s for s in inspect_json(copy)["stores"] if s["path"] == "state/0/1")
     snap = next(z for z in store["snapshots"] if z["version"] == 3 and z["status"] == "committed")
     blob = snap["blobs"][0]  # batch 3 (version 4) loads from snapshot 3
     (copy / "state" / "0" / "1" / "shared" / blob).unlink()
-    rc, out, _ = run(capsys, "verify", str(copy))
+    rc, out, _ = run_cli(["verify", str(copy)])
     assert rc == EXIT_PROBLEMS
     assert f"shared/{blob}" in out and "missing" in out
-    rc, out, _ = run(capsys, "verify", str(copy), "--json")
+    rc, out, _ = run_cli(["verify", str(copy), "--json"])
     problems = json.loads(out)["problems"]
     assert any(
         p["store"] == "state/0/1" and 3 in p["batches"] and p["file"].endswith(f"shared/{blob}") and p["via"]
@@ -309,19 +293,19 @@ def test_verify_names_a_deleted_shared_blob(copy, capsys):
 # ---- gc ---------------------------------------------------------------------------------------------------
 
 
-def test_gc_dry_run_lists_then_apply_deletes_and_the_rest_verifies(copy, capsys):
+def test_gc_dry_run_lists_then_apply_deletes_and_the_rest_verifies(copy):
     stray = copy / "state" / "0" / "0" / "shared" / "stray-upload.sst"
     stray.write_bytes(b"left by a crashed upload")
     before = _tree(copy)
 
-    rc, out, _ = run(capsys, "gc", str(copy), "--retain", "1")
+    rc, out, _ = run_cli(["gc", str(copy), "--retain", "1"])
     assert rc == EXIT_OK
     assert "dry run" in out and "would delete" in out
     assert "keep    shared/stray-upload.sst" in out  # younger than the default 6h grace period
     assert "attempt outside the committed lineage" in out
     assert _tree(copy) == before  # nothing deleted
 
-    rc, out, _ = run(capsys, "gc", str(copy), "--retain", "1", "--grace", "0s", "--json")
+    rc, out, _ = run_cli(["gc", str(copy), "--retain", "1", "--grace", "0s", "--json"])
     plan = json.loads(out)
     assert rc == EXIT_OK and not plan["applied"] and plan["deleteFiles"] > 0
     for partition, s in enumerate(plan["stores"]):
@@ -332,7 +316,7 @@ def test_gc_dry_run_lists_then_apply_deletes_and_the_rest_verifies(copy, capsys)
     assert any(d["file"] == "shared/stray-upload.sst" for d in plan["stores"][0]["delete"])
     assert _tree(copy) == before
 
-    rc, out, _ = run(capsys, "gc", str(copy), "--retain", "1", "--grace", "0s", "--apply")
+    rc, out, _ = run_cli(["gc", str(copy), "--retain", "1", "--grace", "0s", "--apply"])
     assert rc == EXIT_OK, out
     assert "total: deleted" in out
     after = _tree(copy)
@@ -341,10 +325,10 @@ def test_gc_dry_run_lists_then_apply_deletes_and_the_rest_verifies(copy, capsys)
     assert {g for g in gone if not Path(g).name.startswith(".")} == planned
     assert not stray.exists()
 
-    report = inspect_json(capsys, copy)
+    report = inspect_json(copy)
     assert report["totals"]["orphanAttempts"] == 0 and report["totals"]["orphanBlobs"] == 0
     # what gc kept loads: the one batch it retained (partition 1's base, snapshot 5, left no version 4)
-    rc, out, _ = run(capsys, "verify", str(copy), "--retain", "1", "--json")
+    rc, out, _ = run_cli(["verify", str(copy), "--retain", "1", "--json"])
     result = json.loads(out)
     assert rc == EXIT_OK, out
     assert result["batches"] == [4] and result["skippedBatches"] == [0, 1, 2, 3]
@@ -353,11 +337,11 @@ def test_gc_dry_run_lists_then_apply_deletes_and_the_rest_verifies(copy, capsys)
 # ---- clone ------------------------------------------------------------------------------------------------
 
 
-def test_clone_restarts_the_query_and_leaves_the_source_unchanged(base, spark, capsys, tmp_path):
+def test_clone_restarts_the_query_and_leaves_the_source_unchanged(base, spark, tmp_path):
     source, src = base
     dst = tmp_path / "clone"
     src_before = _tree(src)
-    rc, out, err = run(capsys, "clone", str(src), str(dst))
+    rc, out, err = run_cli(["clone", str(src), str(dst)])
     assert rc == EXIT_OK, err
     assert "hard-linked" in out
     assert _tree(dst) == src_before
@@ -377,13 +361,13 @@ def test_clone_restarts_the_query_and_leaves_the_source_unchanged(base, spark, c
     _wait_stable(dst)
     assert (dst / "commits" / "5").is_file()
     assert _tree(src) == src_before
-    rc, out, _ = run(capsys, "verify", str(dst))
+    rc, out, _ = run_cli(["verify", str(dst)])
     assert rc == EXIT_OK, out
 
 
-def test_clone_with_new_query_id(base, capsys, tmp_path):
+def test_clone_with_new_query_id(base, tmp_path):
     dst = tmp_path / "clone"
-    rc, out, _ = run(capsys, "clone", str(base[1]), str(dst), "--new-query-id", "--json")
+    rc, out, _ = run_cli(["clone", str(base[1]), str(dst), "--new-query-id", "--json"])
     result = json.loads(out)
     assert rc == EXIT_OK and result["newQueryId"]
     src_id = json.loads((base[1] / "metadata").read_text())["id"]
@@ -394,20 +378,20 @@ def test_clone_with_new_query_id(base, capsys, tmp_path):
 # ---- bad input and the installed command ------------------------------------------------------------------
 
 
-def test_bad_input_is_named_with_exit_code_3(base, capsys, tmp_path):
-    rc, _, err = run(capsys, "inspect", str(tmp_path / "nothing"))
+def test_bad_input_is_named_with_exit_code_3(base, tmp_path):
+    rc, _, err = run_cli(["inspect", str(tmp_path / "nothing")])
     assert rc == EXIT_BAD_CHECKPOINT and "nothing does not exist" in err
-    rc, _, err = run(capsys, "verify", str(tmp_path))
+    rc, _, err = run_cli(["verify", str(tmp_path)])
     assert rc == EXIT_BAD_CHECKPOINT and "is not a Spark streaming checkpoint" in err
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("x")
-    rc, _, err = run(capsys, "clone", str(base[1]), str(tmp_path / "full"))
+    rc, _, err = run_cli(["clone", str(base[1]), str(tmp_path / "full")])
     assert rc == EXIT_BAD_CHECKPOINT and "exists and is not empty" in err
     bad = tmp_path / "badcommit"
     shutil.copytree(base[1], bad)
     (bad / "commits" / "4").write_text("v2\n{not json")
     (bad / "commits" / ".4.crc").unlink()
-    rc, _, err = run(capsys, "inspect", str(bad))
+    rc, _, err = run_cli(["inspect", str(bad)])
     assert rc == EXIT_BAD_CHECKPOINT and "commits/4 holds unreadable JSON" in err
 
 
@@ -434,13 +418,13 @@ def test_console_script_runs_its_own_gateway_jvm(base):
 # ---- extra jars and packages (the checks without a JVM: test_cli_jvm_options.py) ------------------------------
 
 
-def test_in_session_the_jars_options_are_refused_and_s3a_is_checked(base, capsys, monkeypatch):
+def test_in_session_the_jars_options_are_refused_and_s3a_is_checked(base, monkeypatch):
     from lineagestore.jvm import MissingFilesystem, connect
 
-    rc, _, err = run(capsys, "--packages", "g:a:1", "inspect", str(base[1]))
+    rc, _, err = run_cli(["--packages", "g:a:1", "inspect", str(base[1])])
     assert rc == EXIT_ENVIRONMENT and "give them to that session instead" in err
     monkeypatch.setenv("LINEAGESTORE_PACKAGES", "g:a:1")  # the environment is for a JVM of its own: ignored
-    assert run(capsys, "inspect", str(base[1]))[0] == EXIT_OK
+    assert run_cli(["inspect", str(base[1])])[0] == EXIT_OK
     tools = connect()
     tools.require_filesystem("file:///tmp/x")  # only s3a:// is checked
     # this module's session has no s3a jars

@@ -8,12 +8,16 @@ own end-to-end suites. Each *run* of a query:
   * restarts from the same checkpoint next time.
 
 Every micro-batch's output is collected through ``foreachBatch`` into ``StreamHarness.outputs`` keyed by
-batch id, so a replayed batch overwrites rather than duplicates its rows (idempotent by batch id).
+batch id, so a replayed batch overwrites rather than duplicates its rows (idempotent by batch id); each row
+a dict, or a tuple in column order with ``rows_as=tuple``. ``schema`` is the schema of every ``source`` that
+names none.
 
 After every run the harness checks that the checkpoint was really written by the provider the test asked
 for (the provider class in the offset log, and the state file names the provider writes), because the
 provider can be switched per query through ``spark.conf`` in a single SparkSession. ``provider=None`` takes
 the session's provider when the harness is created ("lineagestore" or "builtin"; other providers: no check).
+``check_provider=False`` leaves the check out, for a checkpoint that changes provider on purpose (a migration
+from Spark's providers) or that the harness cannot read (an ``s3a://`` checkpoint of a plain harness).
 
 ``S3StreamHarness`` is the same with its checkpoint on ``s3a://`` (a bucket of ``lineagestore.testing.s3``).
 """
@@ -93,13 +97,27 @@ def _describe_failure(exc: BaseException) -> str:
 class StreamHarness:
     """Feeds file-source inputs and runs one query repeatedly against one checkpoint."""
 
-    def __init__(self, spark, root: Path, provider: str | None = None):
+    def __init__(
+        self,
+        spark,
+        root: Path,
+        provider: str | None = None,
+        *,
+        schema: str | None = None,
+        rows_as: type = dict,
+        check_provider: bool = True,
+    ):
+        if rows_as not in (dict, tuple):
+            raise ValueError(f"rows_as must be dict or tuple, not {rows_as!r}")
         self.spark = spark
         self.root = Path(root)
         if provider is None:
             current = spark.conf.get("spark.sql.streaming.stateStore.providerClass", None)
             provider = {cls: name for name, cls in PROVIDER_CLASSES.items()}.get(current)
         self.provider = provider
+        self.schema = schema
+        self.rows_as = rows_as
+        self.check_provider = check_provider
         self.checkpoint = self.root / "checkpoint"
         self.outputs: dict[int, list[dict[str, Any]]] = {}
         self.runs: list[RunResult] = []
@@ -118,8 +136,12 @@ class StreamHarness:
             self._inputs[name] = path
         return self._inputs[name]
 
-    def source(self, name: str, schema: str):
-        """A streaming DataFrame over input ``name``; one file per micro-batch."""
+    def source(self, name: str, schema: str | None = None):
+        """A streaming DataFrame over input ``name`` (``schema``, else the harness's); one file per
+        micro-batch."""
+        schema = schema or self.schema
+        if schema is None:
+            raise ValueError(f"source({name!r}) needs a schema: give one, or the harness's schema=")
         return (
             self.spark.readStream.schema(schema)
             .option("maxFilesPerTrigger", 1)
@@ -128,7 +150,11 @@ class StreamHarness:
 
     def sibling(self, name: str) -> StreamHarness:
         """Another harness (own inputs and checkpoint) next to this one, e.g. for a second query."""
-        return type(self)(self.spark, self.root.parent / name, self.provider)
+        return type(self)(self.spark, self.root.parent / name, self.provider, **self._settings())
+
+    def _settings(self) -> dict[str, Any]:
+        """The keyword settings this harness was made with, for a sibling made the same way."""
+        return {"schema": self.schema, "rows_as": self.rows_as, "check_provider": self.check_provider}
 
     def add(self, rows: Iterable[dict[str, Any]], source: str = "in") -> Path:
         """Add one batch of rows (dicts) to input ``source``: the next run reads them as one micro-batch."""
@@ -148,7 +174,8 @@ class StreamHarness:
 
     # ------------------------------------------------------------------- runs
     def _collect(self, df, batch_id: int) -> None:
-        rows = [row.asDict(recursive=True) for row in df.collect()]  # runs the batch: stores commit
+        collected = df.collect()  # runs the batch: stores commit
+        rows = [tuple(r) if self.rows_as is tuple else r.asDict(recursive=True) for r in collected]
         for hook in self.batch_hooks:
             hook(df, batch_id)
         self.outputs[batch_id] = rows
@@ -221,8 +248,8 @@ class StreamHarness:
 
     def verify_provider(self) -> None:
         """The checkpoint must have been written by the provider the test is parametrised with."""
-        if self.provider not in PROVIDER_CLASSES:
-            return  # a provider we know nothing about: no check
+        if not self.check_provider or self.provider not in PROVIDER_CLASSES:
+            return  # not asked for, or a provider we know nothing about
         conf = self.offset_log_conf()
         expected = PROVIDER_CLASSES[self.provider]
         recorded = conf.get("spark.sql.streaming.stateStore.providerClass")
@@ -272,8 +299,10 @@ class S3StreamHarness(StreamHarness):
     list the state files through boto3.
     """
 
-    def __init__(self, spark, root: Path, provider: str | None, server, bucket: str, prefix: str):
-        super().__init__(spark, root, provider)
+    def __init__(
+        self, spark, root: Path, provider: str | None, server, bucket: str, prefix: str, **harness: Any
+    ):
+        super().__init__(spark, root, provider, **harness)
         self.server = server
         self.client = server.boto3_client()
         self.bucket = bucket
@@ -282,7 +311,10 @@ class S3StreamHarness(StreamHarness):
 
     def sibling(self, name: str) -> S3StreamHarness:
         root = self.root.parent / name
-        return type(self)(self.spark, root, self.provider, self.server, self.bucket, f"{self.prefix}-{name}")
+        prefix = f"{self.prefix}-{name}"
+        return type(self)(
+            self.spark, root, self.provider, self.server, self.bucket, prefix, **self._settings()
+        )
 
     def keys(self, under: str = "") -> list[str]:
         """Keys of the checkpoint, relative to it (e.g. ``state/0/1/3_<id>.delta``)."""

@@ -121,32 +121,26 @@ def spark(request, tmp_path_factory, lineagestore_spark_conf, lineagestore_optio
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     _worker_pythonpath(request.session)
-    from pyspark.sql import SparkSession
+    from lineagestore.testing.session import local_builder
 
-    import lineagestore
-
-    builder = (
-        SparkSession.builder.master("local[2]")
-        .appName("lineagestore-pytest")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.sql.warehouse.dir", str(tmp_path_factory.mktemp("spark-warehouse")))
-    )
+    conf = {
+        "spark.sql.session.timeZone": "UTC",
+        "spark.default.parallelism": "2",
+        "spark.sql.warehouse.dir": str(tmp_path_factory.mktemp("spark-warehouse")),
+    }
     if lineagestore_cluster is None:
         # the stores' local directories under pytest's temporary directory, not java.io.tmpdir's
         # lineagestore/ (kept there for warm restarts, so every test session added to it); the cluster's
         # executors keep their own java.io.tmpdir each, as on separate hosts. Options or settings may override.
-        builder = builder.config(
-            "spark.sql.streaming.stateStore.lineagestore.localDir",
-            str(tmp_path_factory.mktemp("lineagestore-local")),
+        conf["spark.sql.streaming.stateStore.lineagestore.localDir"] = str(
+            tmp_path_factory.mktemp("lineagestore-local")
         )
     jar = os.environ.get("LINEAGESTORE_JAR")
     if jar:  # a jar of your own build instead of the one this package carries
-        builder = builder.config("spark.jars", jar)
-    builder = lineagestore.configure(builder, lineagestore_options, use_bundled_jar=not jar)
+        conf["spark.jars"] = jar
+    builder = local_builder(
+        app_name="lineagestore-pytest", conf=conf, options=lineagestore_options, use_bundled_jar=not jar
+    )
     classpath = _s3a_classpath(request.session)
     if classpath:
         builder = builder.config("spark.driver.extraClassPath", classpath)
