@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-import lineagestore
-from lineagestore.cli import EXIT_OK, EXIT_PROBLEMS, main
+from lineagestore.cli import EXIT_OK, EXIT_PROBLEMS
+from lineagestore.testing.cli import run_cli
+from lineagestore.testing.session import SNAPSHOT_OFTEN, local_session
 
 WIDTH = 80
 ANSI = re.compile(r"\x1b\[")
@@ -35,18 +36,7 @@ def assert_fits(text: str) -> None:
 
 @pytest.fixture(scope="module")
 def spark():
-    from pyspark.sql import SparkSession
-
-    builder = (
-        SparkSession.builder.master("local[2]")
-        .appName("lineagestore-cli-80-columns")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.streaming.stateStore.maintenanceInterval", "1s")
-        .config("spark.sql.streaming.stateStore.minDeltasForSnapshot", "2")
-    )
-    session = lineagestore.configure(builder).getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
+    session = local_session(app_name="lineagestore-cli-80-columns", conf=SNAPSHOT_OFTEN)
     yield session
     session.stop()
 
@@ -83,16 +73,15 @@ def checkpoint(spark, tmp_path_factory) -> Path:
     return cp
 
 
-def run(capsys, monkeypatch, *argv: str) -> tuple[int, str]:
+def run(monkeypatch, *argv: str) -> tuple[int, str]:
     monkeypatch.setenv("COLUMNS", str(WIDTH))
-    rc = main(["--no-progress", *argv])
-    out = capsys.readouterr()
-    assert not ANSI.search(out.err), out.err
-    return rc, out.out
+    result = run_cli(["--no-progress", *argv])
+    assert not ANSI.search(result.err), result.err
+    return result.code, result.out
 
 
-def test_inspect_verify_gc_clone_and_repartition_fit_80_columns(checkpoint, capsys, monkeypatch, tmp_path):
-    rc, out = run(capsys, monkeypatch, "inspect", str(checkpoint))
+def test_inspect_verify_gc_clone_and_repartition_fit_80_columns(checkpoint, monkeypatch, tmp_path):
+    rc, out = run(monkeypatch, "inspect", str(checkpoint))
     assert rc == EXIT_OK, out
     assert_fits(out)
     assert "state/0/1" in out and "orphan blobs" in out  # the store table, its second column group too
@@ -104,29 +93,29 @@ def test_inspect_verify_gc_clone_and_repartition_fit_80_columns(checkpoint, caps
     data[len(data) // 2] ^= 0x01
     delta.write_bytes(bytes(data))
     (delta.parent / f".{delta.name}.crc").unlink()
-    rc, out = run(capsys, monkeypatch, "verify", str(damaged))
+    rc, out = run(monkeypatch, "verify", str(damaged))
     assert rc == EXIT_PROBLEMS and delta.name in out and "PROBLEMS FOUND" in out, out
     assert_fits(out)
 
     stray = checkpoint / "state" / "0" / "0" / "shared" / "stray-upload.sst"
     stray.write_bytes(b"left by a crashed upload")
     try:
-        rc, out = run(capsys, monkeypatch, "gc", str(checkpoint), "--retain", "1")
+        rc, out = run(monkeypatch, "gc", str(checkpoint), "--retain", "1")
         assert rc == EXIT_OK and "keep    shared/stray-upload.sst" in out, out
         assert_fits(out)
     finally:
         stray.unlink()
 
-    rc, out = run(capsys, monkeypatch, "clone", str(checkpoint), str(tmp_path / "clone"))
+    rc, out = run(monkeypatch, "clone", str(checkpoint), str(tmp_path / "clone"))
     assert rc == EXIT_OK and "hard-linked" in out, out
     assert_fits(out)
 
-    rc, out = run(capsys, monkeypatch, "repartition", str(checkpoint), "--partitions", "3", "--dry-run")
+    rc, out = run(monkeypatch, "repartition", str(checkpoint), "--partitions", "3", "--dry-run")
     assert rc == EXIT_OK and "dry run: would write" in out, out
     assert_fits(out)
 
 
-def test_inspect_of_an_adjunct_table_fits_80_columns(spark, capsys, monkeypatch, tmp_path):
+def test_inspect_of_an_adjunct_table_fits_80_columns(spark, monkeypatch, tmp_path):
     from lineagestore import adjunct
 
     table = str(tmp_path / "table")
@@ -135,7 +124,7 @@ def test_inspect_of_an_adjunct_table_fits_80_columns(spark, capsys, monkeypatch,
     )
     adjunct.maintain_batch(changes, 0, table, ["id"], "seq")
     adjunct.lookup(spark.createDataFrame([(1,), (7,)], "id int"), table).collect()  # a replica loads it
-    rc, out = run(capsys, monkeypatch, "inspect", table)
+    rc, out = run(monkeypatch, "inspect", table)
     assert rc == EXIT_OK and "versions       1..1 (1 kept)" in out, out
     assert_fits(out)
 
