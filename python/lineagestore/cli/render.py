@@ -5,7 +5,8 @@ What it promises, tty or not:
 
 * **plain text**: no colour, no ANSI escape, no box drawing, ever; a terminal and a pipe get the same
   characters, so what a person reads is what a log keeps (scripts read ``--json``);
-* **a width**: the terminal's when stdout is one, else ``$COLUMNS`` when set, else 80 (a pipe, a file);
+* **a width**: ``$COLUMNS`` when set (as Python's ``shutil.get_terminal_size`` prefers it), else the
+  terminal's when stdout is one, else 80 (a pipe, a file);
 * **nothing broken inside a unit**: text wraps only between words; a size (``13.7 KiB``), a checkpoint id
   and any phrase built with :func:`keep` stay on one line; a table cell is never split, a table too wide
   for the width is cut into column groups, each repeating the key column(s). A single word longer than the
