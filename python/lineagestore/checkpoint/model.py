@@ -22,6 +22,7 @@ from lineagestore.checkpoint.spark_files import (
     not_lineagestore,
     numbered_dirs,
     operator_metadata_paths,
+    operator_path,
     query_id,
     read_log_json,
     store_path,
@@ -102,7 +103,7 @@ def load(tools: JvmTools, path: str) -> Checkpoint:
     partitions: dict[int, int] = {}
     stores: list[Store] = []
     for op in op_ids:
-        op_uri = f"{uri}/state/{op}"
+        op_uri = f"{uri}/{operator_path(op)}"
         listed_parts = numbered_dirs(tools, op_uri)
         per_batch = [ids_by_batch[b].get(str(op)) for b in batches]
         widths = {len(p) for ids in per_batch if ids for p in ids if p is not None}
