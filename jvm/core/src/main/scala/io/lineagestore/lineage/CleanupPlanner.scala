@@ -50,6 +50,10 @@ object CleanupRefusal {
   *   by no zip yet. Expired snapshots then stay too (their indexes say which blobs they leave unreferenced).
   * @param temporaries
   *   the temporaries of unfinished writes in the store's directory, when it was listed (with `sharedListing`)
+  * @param deltaBeingWritten
+  *   the delta this process is writing now for the store's batch in progress (known after the listing was
+  *   made): its temporary is never deleted, whatever its version (a re-run from an older version writes a
+  *   delta at or below the committed head) and however old
   * @param retired
   *   the store's partition no longer exists and no batch Spark retains names it ([[CleanupPlanner.retired]]):
   *   nothing of its committed lineage is retained
@@ -64,7 +68,8 @@ final case class CleanupInput(
     nowMs: Long,
     graceMs: Long,
     retired: Boolean = false,
-    temporaries: Option[Seq[TemporaryFile]] = None
+    temporaries: Option[Seq[TemporaryFile]] = None,
+    deltaBeingWritten: Option[CheckpointId] = None
 )
 
 /** The deletions of one clean-up, in the order they must run (see [[CleanupPlanner]]). `blobsDecided` is
@@ -93,7 +98,8 @@ final case class CleanupDecision(
   *   1. deltas the retention window no longer needs;
   *   1. temporaries of unfinished writes older than the grace period, with the same listing and under the
   *      same condition as orphans (no upload of this store in flight), except a delta's of a version above
-  *      the committed head: a batch may still be writing it, however long it runs.
+  *      the committed head (a batch may still be writing it, however long it runs) and the delta this process
+  *      is writing (`deltaBeingWritten`, of any version).
   * Zips go first: a crash part-way then leaves at most unreferenced blobs, which a later listing finds. A
   * retained snapshot whose index cannot be read may reference any blob: no blob is deleted then (zips and
   * deltas still are).
@@ -191,7 +197,10 @@ object CleanupPlanner {
       else
         input.temporaries.getOrElse(Nil).filter { t =>
           t.modifiedMs < input.nowMs - input.graceMs &&
-          !t.target.exists(f => f.kind == CheckpointId.Delta && f.id.version > head.version)
+          !t.target.exists(f =>
+            f.kind == CheckpointId.Delta &&
+              (f.id.version > head.version || input.deltaBeingWritten.contains(f.id))
+          )
         }
     CleanupDecision(
       None,

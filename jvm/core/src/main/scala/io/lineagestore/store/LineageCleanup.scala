@@ -32,6 +32,10 @@ private[store] final class LineageCleanup(
   private val knownFiles = mutable.Set.empty[CheckpointFile]
   private val indexCache = mutable.Map.empty[CheckpointId, SnapshotIndex]
   private var runsSinceSweep = Int.MaxValue
+  // the delta the task thread is writing (set before its temporary exists, cleared once it is renamed or
+  // given up); read by the maintenance thread after it listed the temporaries, so a listed temporary of the
+  // batch in progress is always seen as such
+  @volatile private var deltaInProgress: Option[CheckpointId] = None
 
   // ---- what the store reports -----------------------------------------------------------------------------
 
@@ -43,6 +47,9 @@ private[store] final class LineageCleanup(
   def forgetCommitted(): Unit = lineage.set(CommittedLineage.Unknown)
 
   def fileWritten(f: CheckpointFile): Unit = knownFiles.synchronized(knownFiles += f)
+
+  /** The task thread writes (Some) or no longer writes (None) the delta of checkpoint `id`. */
+  def writingDelta(id: Option[CheckpointId]): Unit = deltaInProgress = id
 
   def indexKnown(id: CheckpointId, index: SnapshotIndex): Unit =
     indexCache.synchronized(indexCache(id) = index)
@@ -98,7 +105,8 @@ private[store] final class LineageCleanup(
       mayDeleteBlobs,
       clock(),
       settings.orphanGracePeriodMs,
-      temporaries = temporaries
+      temporaries = temporaries,
+      deltaBeingWritten = deltaInProgress // read after the listing above
     )
     val decision = CleanupPlanner.decide(input, id => readIndexOrError(id).map(_.sharedBlobs))
     if (listing.isDefined && decision.blobsDecided)

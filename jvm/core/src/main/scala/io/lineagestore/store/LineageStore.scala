@@ -122,6 +122,7 @@ final class LineageStore(
     db.applyFailed().foreach(_ => local.set(LocalState.Unknown(new HashCache)))
     db.abort()
     next = null
+    cleanups.writingDelta(None) // the abort gave the batch's delta up
     // after a failed attempt what the directory holds is unknown: the next starts from a snapshot or empty
     val routed = LoadRoutes.load(target, counters, () => local.set(LocalState.Unknown(new HashCache))) {
       unusable =>
@@ -145,6 +146,7 @@ final class LineageStore(
     val start = clock()
     db.abort()
     next = null
+    cleanups.writingDelta(None)
     replaceLocalDirectory()(() => deleteRecursively(dbDir))
     local.set(LocalState(Some(CheckpointId.Empty), Nil, version, version, new HashCache, version))
     columnFamilies.reload()
@@ -330,6 +332,8 @@ final class LineageStore(
           // from the empty state the batch in progress is the whole state, so the delta is complete by itself
           fromEmpty = parent.isEmptyState && now.emptyAtVersion > 0
         )
+        // before the delta's temporary exists: clean-up must never take it for an abandoned write
+        cleanups.writingDelta(Some(next.id))
       }
     }
     next
@@ -359,7 +363,9 @@ final class LineageStore(
     val NextCheckpoint(id, lineage, freshStart) = batch
     crash.at(CrashPoints.CommitBeforeDelta)
     val deltaStart = clock()
-    deltas.write(db.pending, batch)
+    cleanups.writingDelta(Some(id)) // the ID the delta is written under (the caller's, if it chose one)
+    try deltas.write(db.pending, batch)
+    finally cleanups.writingDelta(None)
     counters.lastCommitDeltaMs.set(clock() - deltaStart)
     crash.at(CrashPoints.CommitAfterDelta)
     counters.lastDeltaBytes.set(db.pending.sizeBytes)
@@ -413,6 +419,7 @@ final class LineageStore(
   def abort(): Unit = {
     db.abort()
     next = null
+    cleanups.writingDelta(None)
     columnFamilies.discardCounts()
     columnFamilies.reload()
   }

@@ -147,6 +147,23 @@ class CleanupPlannerSuite extends AnyFunSuite {
     assert(uploading.temporaries.isEmpty)
   }
 
+  test("the temporary of the delta this process is writing stays, at any version and any age") {
+    // a re-run from an older version writes a delta at or below the committed head, as an attempt that
+    // lost or died did: only the store knows which one it is writing now
+    val l = CommittedLineage(Some(c(12)), (1L to 12L).map(v => v -> s"w$v").toMap)
+    val existing = (1L to 12L).map(v => d(c(v))) ++ Seq(z(c(10)))
+    val rerun = CheckpointId(9, "rerun")
+    val temporaries = Seq(
+      TemporaryFile("rerun", 1, 100, Some(d(rerun))),
+      TemporaryFile("lost", 1, 100, Some(d(CheckpointId(9, "lost"))))
+    )
+    val listed = input(l, existing, listing = Some(Nil)).copy(temporaries = Some(temporaries))
+    val blobs = blobsFrom(Map(c(10) -> Set.empty[String]))
+    assert(CleanupPlanner.decide(listed, blobs).temporaries.map(_.name) == Seq("lost", "rerun"))
+    val writing = listed.copy(deltaBeingWritten = Some(rerun))
+    assert(CleanupPlanner.decide(writing, blobs).temporaries.map(_.name) == Seq("lost"))
+  }
+
   test("an unreadable retained index: no blob is deleted, zips and deltas still are") {
     val l = CommittedLineage(Some(c(12)), (1L to 12L).map(v => v -> s"w$v").toMap)
     val existing = (1L to 12L).map(v => d(c(v))) ++ Seq(z(c(5)), z(c(10)))
