@@ -218,3 +218,55 @@ def test_gc_words_each_file_reason_within_80_columns():
     for kind, (_, words) in reasons.items():
         assert words in flat, (kind, text)
 
+
+def test_verify_words_each_problem_the_jvm_returns_as_data_within_80_columns():
+    from lineagestore.cli import verify
+
+    uri = "file:/data/cp"
+    delta, zip7 = "7_" + "c" * 36 + ".delta", "7_" + "c" * 36 + ".zip"
+    problems = [
+        {
+            "store": "state/0/0",
+            "file": f"{uri}/state/0/0/{delta}",
+            "kind": "missing",
+            "snapshot": zip7,
+            "batch": 6,
+            "batches": [6],
+            "via": None,
+        },
+        {
+            "store": "state/0/1",
+            "file": f"{uri}/state/0/1/shared/x.sst",
+            "kind": "error",
+            "error": f"{uri}/state/0/1/shared/x.sst: its CRC32C does not match; restore it from a backup",
+            "batches": [5, 6],
+            "via": f"{uri}/state/0/1/{zip7}",
+        },
+        {"store": "", "file": f"{uri}/commits", "error": "no committed batch", "batches": []},
+        {"store": "", "file": f"{uri}/x", "kind": "fromANewerJar", "version": 7, "batches": []},
+    ]
+    report = {
+        "checkpoint": "cp",
+        "uri": uri,
+        "ok": False,
+        "batches": [5, 6],
+        "skippedBatches": [],
+        "stores": 2,
+        "filesVerified": 3,
+        "bytesVerified": 300,
+        "problems": problems,
+        "results": [],
+    }
+    text = verify.render(report, width=80)
+    assert all(len(line) <= 80 for line in text.splitlines()), text
+    flat = " ".join(text.split())
+    assert (
+        f"state/0/0/{delta} it is missing (and so is {zip7}), but the commit log says batch 6 committed it "
+        "needed by batch(es) 6" in flat
+    )
+    assert (
+        f"state/0/1/shared/x.sst (read for state/0/1/{zip7}) state/0/1/shared/x.sst: its CRC32C does not "
+        "match; restore it from a backup needed by batch(es) 5..6" in flat
+    )
+    assert "commits no committed batch" in flat
+    assert "x fromANewerJar: version 7" in flat  # an unknown kind: its facts
