@@ -51,7 +51,7 @@ def render(r: dict, width: int | None = None) -> str:
     verb = "deleted" if r["applied"] else "delete"
     for s in r["stores"]:
         if s["refused"]:
-            page.line(f"{s['path']}: nothing to do: {s['refused']}")
+            page.line(f"{s['path']}: nothing to do: {refusal_text(s['refused'], s['path'])}")
             continue
         base = s["snapshotBase"]
         base = f"snapshot {short_id(base)}" if base and not base.startswith("0 ") else "the empty state"
@@ -68,7 +68,7 @@ def render(r: dict, width: int | None = None) -> str:
         if not s["delete"]:
             page.line("nothing to delete", indent="  ")
         for w in s["warnings"]:
-            page.line(f"warning: {w}", indent="  ")
+            page.line(f"warning: {warning_text(w)}", indent="  ")
         for e in s["errors"]:
             page.line(f"ERROR: {e}", indent="  ")
     total = f"{r['deleteFiles']} files ({size(r['deleteBytes'])})"
@@ -116,9 +116,47 @@ def reason_text(reason: dict) -> str:
             f"an unfinished write{of}, {age} (older than the {keep(grace + ' grace period')}): its writer died "
             "or gave it up"
         )
-    # a kind this version does not know (a newer jar): its facts as they came
-    facts = ", ".join(f"{k} {v}" for k, v in reason.items() if k != "kind")
-    return f"{kind}: {facts}" if facts else kind
+    return _unknown(reason)
+
+
+def refusal_text(refused: dict, path: str) -> str:
+    """Why clean-up of the store at ``path`` deletes nothing, from the JVM's ``kind`` and facts."""
+    kind = refused["kind"]
+    if kind == "noHead":
+        return "Spark's commit log names no checkpoint of this store"
+    if kind == "inconsistent":
+        return "the committed lineage is inconsistent: " + "; ".join(refused["conflicts"])
+    if kind == "headMissing":
+        return (
+            f"the newest committed checkpoint {refused['head']} has no file here ({path}/{refused['file']}); "
+            "run verify"
+        )
+    return _unknown(refused)
+
+
+def warning_text(warning: dict) -> str:
+    """What clean-up of a store could not read (so it deletes less), from the JVM's ``kind`` and facts; the
+    ``error`` is the failure's own message."""
+    kind = warning["kind"]
+    if kind == "lineageUnreadable":
+        return warning["error"]  # the unreadable header's own message, naming it
+    if kind == "expiredIndexUnreadable":
+        return (
+            f"cannot read {warning['snapshot']} before deleting it ({warning['error']}): its blobs are left to "
+            "the orphan sweep"
+        )
+    if kind == "retainedIndexUnreadable":
+        return (
+            f"no shared blob is deleted: the retained snapshot {warning['snapshot']} is unreadable "
+            f"({warning['error']})"
+        )
+    return _unknown(warning)
+
+
+def _unknown(data: dict) -> str:
+    """A ``kind`` this version does not know (a newer jar): its facts as they came."""
+    facts = ", ".join(f"{k} {v}" for k, v in data.items() if k != "kind")
+    return f"{data['kind']}: {facts}" if facts else data["kind"]
 
 
 def _window(reason: dict) -> str:

@@ -61,7 +61,7 @@ def render(r: dict, width: int | None = None) -> str:
             page.line(relative(p["file"], uri), indent="  ")
             if p.get("via"):
                 page.line(f"(read for {relative(p['via'], uri)})", indent="      ", hanging="")
-            page.line(relative(p["error"], uri), indent="      ", hanging="")
+            page.line(relative(problem_text(p), uri), indent="      ", hanging="")
             if p["batches"]:
                 page.line(f"needed by batch(es) {batches_text(p['batches'])}", indent="      ")
         page.line("result: PROBLEMS FOUND")
@@ -71,6 +71,24 @@ def render(r: dict, width: int | None = None) -> str:
     else:
         page.line("result: OK")
     return page.text()
+
+
+def problem_text(p: dict) -> str:
+    """What is wrong with a problem's file, from the JVM's ``kind`` and facts (docs/operations.md#verify); an
+    ``error`` is the failure's own message, naming the file and what to do."""
+    kind = p.get("kind", "error")  # a problem found in Python (no committed batch, ...): only its error
+    if kind == "error":
+        return p["error"]
+    if kind == "missing":
+        return (
+            f"it is missing (and so is {p['snapshot']}), but the commit log says batch {p['batch']} "
+            "committed it"
+        )
+    # a kind this version does not know (a newer jar): its facts as they came
+    facts = ", ".join(
+        f"{k} {v}" for k, v in p.items() if k not in ("kind", "file", "batches", "via", "store")
+    )
+    return f"{kind}: {facts}" if facts else kind
 
 
 VERB = Verb(

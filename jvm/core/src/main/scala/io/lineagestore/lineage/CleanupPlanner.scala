@@ -34,6 +34,23 @@ object CleanupRefusal {
   final case class HeadMissing(head: CheckpointId) extends CleanupRefusal
 }
 
+/** What clean-up could not read, so it deletes less than it would; `error`: the failure's own message. Data,
+  * not sentences: the command line words them (python/lineagestore/cli/gc.py).
+  */
+sealed trait CleanupWarning
+object CleanupWarning {
+
+  /** A delta header read to learn the committed lineage could not be read: what is known stops there. */
+  final case class LineageUnreadable(error: String) extends CleanupWarning
+
+  /** The index of `snapshot`, which clean-up deletes, cannot be read: its blobs are left to the orphan sweep.
+    */
+  final case class ExpiredIndexUnreadable(snapshot: CheckpointId, error: String) extends CleanupWarning
+
+  /** The index of retained `snapshot` cannot be read: it may reference any blob, so no blob is deleted. */
+  final case class RetainedIndexUnreadable(snapshot: CheckpointId, error: String) extends CleanupWarning
+}
+
 /** What one clean-up of one store may know, gathered by its caller.
   *
   * @param lineage
@@ -83,7 +100,7 @@ final case class CleanupDecision(
     deltas: Seq[CheckpointFile],
     youngOrphans: Seq[SharedBlob],
     blobsDecided: Boolean,
-    warnings: Seq[String],
+    warnings: Seq[CleanupWarning],
     temporaries: Seq[TemporaryFile] = Nil
 ) {
   def isEmpty: Boolean = zips.isEmpty && blobs.isEmpty && deltas.isEmpty && temporaries.isEmpty
@@ -161,15 +178,15 @@ object CleanupPlanner {
         )
     val (expiredZips, deltas) = plan.delete.partition(_.kind == CheckpointId.Snapshot)
     val zips = if (input.mayDeleteBlobs) expiredZips else Nil
-    val warnings = Seq.newBuilder[String] ++= lineage.errors
+    val warnings = Seq.newBuilder[CleanupWarning] ++= lineage.errors.map(CleanupWarning.LineageUnreadable(_))
     val dropped = zips.map(f => f.id -> blobsOf(f.id))
-    dropped.collect { case (id, Left(err)) =>
-      warnings += s"cannot read ${id.snapshotFileName} before deleting it ($err): its blobs are left to the " +
-        "orphan sweep"
+    warnings ++= dropped.collect { case (id, Left(err)) => CleanupWarning.ExpiredIndexUnreadable(id, err) }
+    val retainedIndexes = plan.retainedSnapshots.map(id => id -> blobsOf(id))
+    val retained = retainedIndexes.map(_._2)
+    val unreadable = retainedIndexes.collect { case (id, Left(err)) =>
+      CleanupWarning.RetainedIndexUnreadable(id, err)
     }
-    val retained = plan.retainedSnapshots.map(blobsOf)
-    val unreadable = retained.collect { case Left(err) => err }
-    warnings ++= unreadable.map(err => s"no shared blob is deleted: a retained snapshot is unreadable ($err)")
+    warnings ++= unreadable
     val blobsDecided = input.mayDeleteBlobs && unreadable.isEmpty
 
     val (blobs, young) =

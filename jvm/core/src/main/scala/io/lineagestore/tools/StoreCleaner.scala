@@ -98,6 +98,29 @@ object DeletionReason {
   }
 }
 
+/** Why clean-up deletes nothing, and what it could not read, as data (a `kind` and its facts), worded by the
+  * command line (python/lineagestore/cli/gc.py) like [[DeletionReason]]. An `error` is the failure's own
+  * message (naming the file), which stays a message.
+  */
+object CleanupReport {
+  def refusal(r: CleanupRefusal): Json = r match {
+    case CleanupRefusal.NoHead => obj("kind" -> "noHead")
+    // each conflict is the lineage's own description of it (CommittedLineage), naming versions and files
+    case CleanupRefusal.Inconsistent(conflicts) =>
+      obj("kind" -> "inconsistent", "conflicts" -> strs(conflicts))
+    case CleanupRefusal.HeadMissing(head) =>
+      obj("kind" -> "headMissing", "head" -> head.toString, "file" -> head.deltaFileName)
+  }
+
+  def warning(w: CleanupWarning): Json = w match {
+    case CleanupWarning.LineageUnreadable(error) => obj("kind" -> "lineageUnreadable", "error" -> error)
+    case CleanupWarning.ExpiredIndexUnreadable(id, error) =>
+      obj("kind" -> "expiredIndexUnreadable", "snapshot" -> id.snapshotFileName, "error" -> error)
+    case CleanupWarning.RetainedIndexUnreadable(id, error) =>
+      obj("kind" -> "retainedIndexUnreadable", "snapshot" -> id.snapshotFileName, "error" -> error)
+  }
+}
+
 /** What clean-up of one store would do, as shown to the user: the [[CleanupDecision]] with each file's size
   * and reason. `refused` says why nothing may be deleted.
   */
@@ -112,8 +135,8 @@ final case class CleanupPlan(
     keptYoungOrphans: Seq[Deletion],
     keptFiles: Int,
     keptBytes: Long,
-    refused: Option[String],
-    warnings: Seq[String],
+    refused: Option[CleanupRefusal],
+    warnings: Seq[CleanupWarning],
     decision: Option[CleanupDecision] = None,
     temporaries: Seq[Deletion] = Nil
 ) {
@@ -132,8 +155,8 @@ final case class CleanupPlan(
     "keptYoungOrphans" -> arr(keptYoungOrphans.map(_.toJson)),
     "keptFiles" -> keptFiles,
     "keptBytes" -> keptBytes,
-    "refused" -> opt(refused),
-    "warnings" -> strs(warnings),
+    "refused" -> refused.map(CleanupReport.refusal).getOrElse(Null),
+    "warnings" -> arr(warnings.map(CleanupReport.warning)),
     "applied" -> applied,
     "errors" -> strs(errors)
   )
@@ -183,13 +206,6 @@ object StoreCleaner {
     val decision = CleanupPlanner.decide(input, blobsOf)
 
     decision.refused.foreach { refusal =>
-      val why = refusal match {
-        case CleanupRefusal.NoHead                  => "Spark's commit log names no checkpoint of this store"
-        case CleanupRefusal.Inconsistent(conflicts) =>
-          s"the committed lineage is inconsistent: ${conflicts.mkString("; ")}"
-        case CleanupRefusal.HeadMissing(head) =>
-          s"the newest committed checkpoint $head has no file here (${store.locate(head.deltaFileName)}); run verify"
-      }
       return CleanupPlan(
         store.ref,
         lineage.head,
@@ -201,7 +217,7 @@ object StoreCleaner {
         Nil,
         allFiles,
         allBytes,
-        Some(why),
+        Some(refusal),
         Nil
       )
     }

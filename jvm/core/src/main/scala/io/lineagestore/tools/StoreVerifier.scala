@@ -21,7 +21,31 @@ import io.lineagestore.tools.Json._
   * whose checkpoint needs it, and `via`, the checkpoint file being read when the problem is in another file
   * (a shared blob of a snapshot).
   */
-final case class VerifyProblem(file: String, error: String, batches: Seq[Long], via: Option[String])
+final case class VerifyProblem(
+    file: String,
+    what: VerifyProblem.What,
+    batches: Seq[Long],
+    via: Option[String]
+)
+
+/** What is wrong with a file, as data (a `kind` and its facts), worded by python/lineagestore/cli/verify.py.
+  */
+object VerifyProblem {
+  sealed trait What { def toJson: Seq[(String, Json)] }
+
+  /** Reading or verifying it failed: `error` is the failure's own message (naming the file, what to do). */
+  final case class Failed(error: String) extends What {
+    def toJson = Seq("kind" -> Str("error"), "error" -> Str(error))
+  }
+
+  /** The delta of the checkpoint batch `batch` committed is gone, and so is its snapshot `snapshot`. */
+  final case class Missing(snapshot: String, batch: Long) extends What {
+    def toJson = Seq("kind" -> Str("missing"), "snapshot" -> Str(snapshot), "batch" -> Num(batch))
+  }
+
+  /** Thrown inside [[StoreVerifier]] to record a [[Missing]] problem like any other. */
+  private[tools] final class MissingException(val file: String, val missing: Missing) extends Exception(file)
+}
 
 final case class VerifyResult(
     store: StoreRef,
@@ -53,7 +77,11 @@ final case class VerifyResult(
     }),
     "problems" -> arr(
       problems.map(p =>
-        obj("file" -> p.file, "error" -> p.error, "batches" -> arr(p.batches.map(Num)), "via" -> opt(p.via))
+        Obj(
+          ("file" -> Str(p.file)) +: p.what.toJson :+ ("batches" -> arr(p.batches.map(Num))) :+ ("via" -> opt(
+            p.via
+          ))
+        )
       )
     ),
     "filesVerified" -> filesVerified,
@@ -79,7 +107,8 @@ object StoreVerifier {
 
   def verify(store: ToolStore, targets: Seq[CommitLogEntry], scratchRoot: File): VerifyResult = {
     val files = store.files
-    val outcome = mutable.LinkedHashMap.empty[String, Option[(String, String)]] // location -> (file, error)
+    val outcome =
+      mutable.LinkedHashMap.empty[String, Option[(String, VerifyProblem.What)]] // location -> problem
     val needers = mutable.Map.empty[String, mutable.LinkedHashSet[Long]]
     var verifiedFiles = 0
     var verifiedBytes = 0L
@@ -97,8 +126,10 @@ object StoreVerifier {
             verifiedFiles += 1
             None
           } catch {
-            case e: CorruptCheckpointFileException => Some((e.file, e.getMessage))
-            case e: Exception => Some((location, Option(e.getMessage).getOrElse(e.toString)))
+            case e: VerifyProblem.MissingException => Some((e.file, e.missing))
+            case e: CorruptCheckpointFileException => Some((e.file, VerifyProblem.Failed(e.getMessage)))
+            case e: Exception                      =>
+              Some((location, VerifyProblem.Failed(Option(e.getMessage).getOrElse(e.toString))))
           }
         }
       )
@@ -140,10 +171,9 @@ object StoreVerifier {
         val exists = store.blobs.exists(id.deltaFileName) || store.blobs.exists(id.snapshotFileName)
         if (!exists) {
           record(store.locate(id.deltaFileName), e.batchId) {
-            throw new CorruptCheckpointFileException(
+            throw new VerifyProblem.MissingException(
               store.locate(id.deltaFileName),
-              s"it is missing (and so is ${id.snapshotFileName}), but the commit log says batch ${e.batchId} " +
-                "committed it"
+              VerifyProblem.Missing(id.snapshotFileName, e.batchId)
             )
           }
           e -> None
@@ -187,8 +217,8 @@ object StoreVerifier {
           }
         }
       }
-      val problems = outcome.toSeq.collect { case (location, Some((file, err))) =>
-        VerifyProblem(file, err, needers(location).toSeq.sorted, Some(location).filter(_ != file))
+      val problems = outcome.toSeq.collect { case (location, Some((file, what))) =>
+        VerifyProblem(file, what, needers(location).toSeq.sorted, Some(location).filter(_ != file))
       }
       VerifyResult(store.ref, checked, problems, verifiedFiles, verifiedBytes, detours.toMap)
     } finally LocalDirectories.deleteRecursively(scratch)

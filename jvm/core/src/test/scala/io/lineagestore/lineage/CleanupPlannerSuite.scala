@@ -172,7 +172,11 @@ class CleanupPlannerSuite extends AnyFunSuite {
       CleanupPlanner.decide(input(l, existing, listing = listing), blobsFrom(Map(c(5) -> Set("a"))))
     assert(!decision.blobsDecided && decision.blobs.isEmpty && decision.youngOrphans.isEmpty)
     assert(decision.zips == Seq(z(c(5))) && decision.deltas.nonEmpty)
-    assert(decision.warnings.exists(_.contains("10_w10.zip is unreadable")))
+    assert(decision.warnings.exists {
+      case CleanupWarning.RetainedIndexUnreadable(id, err) =>
+        id == c(10) && err.contains("10_w10.zip is unreadable")
+      case _ => false
+    })
   }
 
   test("while an upload is in flight no blob goes, and expired snapshots stay to say which blobs they free") {
