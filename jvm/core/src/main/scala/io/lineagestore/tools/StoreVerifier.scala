@@ -9,10 +9,12 @@ import io.lineagestore.format.{CorruptCheckpointFileException, SnapshotFile}
 import io.lineagestore.lineage.{
   CheckpointId,
   CommitLogEntry,
+  CommittedLineage,
   LineageException,
   LineageResolver,
   LoadBase,
-  LoadPlan
+  LoadPlan,
+  RetentionPlanner
 }
 import io.lineagestore.store.{HashCache, LocalDirectories}
 import io.lineagestore.tools.Json._
@@ -76,6 +78,17 @@ final case class VerifyResult(
   * snapshot (the change feed reads it). Each file is verified once per call however many plans need it.
   */
 object StoreVerifier {
+
+  /** The entries of `log` whose checkpoints retention still holds in this store
+    * ([[io.lineagestore.lineage.RetentionPlanner.heldFrom]]), and the older ones, whose files a clean-up
+    * removed (beyond retention: skipped, not damage). What `lineagestore verify` checks without `--retain`.
+    */
+  def retained(store: ToolStore, log: Seq[CommitLogEntry]): (Seq[CommitLogEntry], Seq[CommitLogEntry]) = {
+    val lineage = CommittedLineage.resolve(store.files, log)
+    val from =
+      RetentionPlanner.heldFrom(lineage.committed, store.files.listCheckpointFiles(), lineage.freshStart)
+    log.sortBy(_.batchId).partition(e => from.forall(e.id.version >= _))
+  }
 
   def verify(store: ToolStore, targets: Seq[CommitLogEntry], scratchRoot: File): VerifyResult = {
     val files = store.files
