@@ -177,7 +177,9 @@ object StoreVerifier {
                 case LoadBase.Snapshot(s) => verifySnapshot(s, e.batchId)
                 case _                    => true
               }
-              // a damaged snapshot is routed around as a load does (LineageStore.load): plan without it
+              // a damaged snapshot is routed around as a load does (LineageStore.load): plan without it.
+              // Still a copy of store.LoadRoutes' detour rule (MaxDetours = 8): LoadRoutes stops at the
+              // first failure and counts; here every file is recorded as a problem and checking goes on.
               var p = first
               var skipped = Vector.empty[CheckpointId]
               var baseOk = baseOkOf(p)
