@@ -334,6 +334,43 @@ def test_gc_dry_run_lists_then_apply_deletes_and_the_rest_verifies(copy):
     assert result["batches"] == [4] and result["skippedBatches"] == [0, 1, 2, 3]
 
 
+def test_after_gc_a_plain_verify_checks_what_retention_holds_and_passes(copy):
+    # partition 0 keeps from its snapshot 4 (batches 3, 4), partition 1 from its snapshot 3 (batches 2..4)
+    rc, out, _ = run_cli(["gc", str(copy), "--retain", "2", "--grace", "0s", "--apply"])
+    assert rc == EXIT_OK, out
+    rc, out, err = run_cli(["verify", str(copy)])
+    assert rc == EXIT_OK, out + err
+    assert "result: OK" in out and "PROBLEMS" not in out and "restore" not in out
+    rc, out, _ = run_cli(["verify", str(copy), "--json"])
+    result = json.loads(out)
+    assert rc == EXIT_OK and result["batches"] == [2, 3, 4] and result["skippedBatches"] == [0, 1]
+    by_path = {s["path"]: s["skippedBatches"] for s in result["results"]}
+    assert by_path == {"state/0/0": [0, 1, 2], "state/0/1": [0, 1]}
+
+
+def test_a_damaged_orphan_attempt_is_a_note_for_inspect_and_no_problem_for_verify(copy):
+    store = next(s for s in inspect_json(copy)["stores"] if s["path"] == "state/0/0")
+    lost = next(c for c in store["checkpoints"] if c["status"] == "orphan")  # the lost attempt of batch 3
+    delta = copy / "state" / "0" / "0" / f"{lost['version']}_{lost['uniqueId']}.delta"
+    data = bytearray(delta.read_bytes())
+    data[12] ^= 0x01  # in its header, which inspect reads; the .crc sidecar stays, as a disk fault leaves it
+    delta.write_bytes(bytes(data))
+    rc, out, err = run_cli(["inspect", str(copy)])
+    assert rc == EXIT_OK, out + err
+    assert "PROBLEMS" not in out
+    assert f"note: state/0/0/{delta.name} is damaged, but no retained committed batch needs it" in " ".join(
+        line.strip() for line in out.splitlines()
+    )
+    rc, out, _ = run_cli(["inspect", str(copy), "--json"])
+    report = json.loads(out)
+    assert rc == EXIT_OK and report["problems"] == []
+    assert [(d["store"], d["file"], d["status"]) for d in report["damageNotNeeded"]] == [
+        ("state/0/0", delta.name, "orphan")
+    ]
+    rc, out, err = run_cli(["verify", str(copy)])
+    assert rc == EXIT_OK and "result: OK" in out, out + err
+
+
 # ---- clone ------------------------------------------------------------------------------------------------
 
 

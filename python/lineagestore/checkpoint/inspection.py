@@ -41,6 +41,8 @@ def inspect(tools: JvmTools, cp: Checkpoint, progress: Progress = NO_PROGRESS) -
     return {
         # damage seen on the way, one entry per finding: the summary and the exit code (1) come from here
         "problems": inspect_problems(reports),
+        # damage no retained committed batch needs (verify does not read it either): named, exit code 0
+        "damageNotNeeded": [{"store": r["path"], **d} for r in reports for d in r.get("damageNotNeeded", [])],
         "checkpoint": cp.display,
         "uri": cp.uri,
         "queryId": cp.query_id,
@@ -67,7 +69,8 @@ def inspect(tools: JvmTools, cp: Checkpoint, progress: Progress = NO_PROGRESS) -
 
 
 def inspect_problems(reports: list[dict]) -> list[dict]:
-    """Unreadable files, commit-log/lineage conflicts and snapshots whose blobs are gone, per store."""
+    """Unreadable files a retained committed batch needs, commit-log/lineage conflicts and such snapshots
+    whose blobs are gone, per store (the JVM judges what is needed as verify does)."""
     out = []
     for r in reports:
         for msg in r["errors"]:
@@ -75,7 +78,7 @@ def inspect_problems(reports: list[dict]) -> list[dict]:
         for msg in r["conflicts"]:
             out.append({"store": r["path"], "kind": "conflict", "message": msg})
         for snap in r["snapshots"]:
-            if snap.get("missingBlobs"):
+            if snap.get("missingBlobs") and snap.get("needed", True):
                 zip_name = f"{snap['version']}_{snap['uniqueId']}.zip"
                 out.append(
                     {

@@ -9,24 +9,14 @@ from lineagestore.checkpoint.spark_files import unfinished_repartition
 from lineagestore.jvm import JvmTools
 
 
-def verify_window(tools: JvmTools, cp: Checkpoint, retain: int | None) -> tuple[list[int], list[int]]:
-    """Which committed batches to verify: the newest ``retain`` ones, or by default the newest one and every
-    older one down to the first whose checkpoint files are gone from every store (cleaned by retention).
-    Returns (batches to check, batches skipped)."""
-    if not cp.batches:
-        return [], []
+def verify_targets(tools: JvmTools, cp: Checkpoint, retain: int | None) -> dict[str, list[int]]:
+    """Which committed batches to verify, per store path: the newest ``retain`` ones, or by default those
+    whose checkpoints retention still holds in the store (decided in Scala, as gc's retention decides: a
+    batch whose files a clean-up removed is beyond retention, skipped, not damage)."""
     if retain is not None:
-        chosen = cp.batches[-retain:]
-    else:
-        present: set[int] = set()
-        for s in cp.stores:
-            present.update(tools.existing_batches(s, s.commit_log()))
-        chosen = [cp.batches[-1]]
-        for b in reversed(cp.batches[:-1]):
-            if b not in present:
-                break
-            chosen.insert(0, b)
-    return chosen, [b for b in cp.batches if b not in set(chosen)]
+        newest = cp.batches[-retain:]
+        return {s.path: newest for s in cp.stores}
+    return {s.path: tools.retained_batches(s, s.commit_log())["retained"] for s in cp.stores}
 
 
 def verify(
@@ -36,13 +26,17 @@ def verify(
     progress: Progress = NO_PROGRESS,
     scratch_dir: str = "",
 ) -> dict:
-    chosen, skipped = verify_window(tools, cp, retain)
+    targets = verify_targets(tools, cp, retain)
+    checked = set().union(*targets.values()) if targets else set()
+    chosen = [b for b in cp.batches if b in checked]
+    skipped = [b for b in cp.batches if b not in checked]  # beyond retention in every store
     results, problems = [], []
     files = bytes_ = 0
     progress.start("verify", len(cp.stores))
     for s in cp.stores:
-        r = tools.verify_store(s, s.commit_log(chosen), scratch_dir)
+        r = tools.verify_store(s, s.commit_log(targets[s.path]), scratch_dir)
         r["path"] = s.path
+        r["skippedBatches"] = [b for b, _, _ in s.commits if b not in set(targets[s.path])]
         results.append(r)
         files += r["filesVerified"]
         bytes_ += r["bytesVerified"]

@@ -174,9 +174,24 @@ def render(r: dict, width: int | None = None) -> str:
             page.line(f"ERROR: {relative(msg, uri)}", indent="  ")
         if s["otherFiles"]:
             page.field("other files", ", ".join(s["otherFiles"]), 16, indent="  ")
+    for d in r.get("damageNotNeeded", []):
+        page.line(
+            f"note: {d['store']}/{d['file']} is damaged, but no retained committed batch needs it "
+            f"({_why_not_needed(d)}): {relative(d['error'], uri)}"
+        )
     for note in r.get("notes", []):
         page.line(f"note: {relative(note, uri)}")
     return page.text()
+
+
+def _why_not_needed(d: dict) -> str:
+    """Why a damaged file is no problem, and what gc does with it (RetentionPlanner's rules)."""
+    v = d["version"]
+    if d["status"] == "committed":  # below what retention holds: a clean-up removed its base
+        return "below what retention holds; the next gc deletes it"
+    if d["status"] == "pending":
+        return "an attempt newer than the last committed batch; a rerun of the batch writes its own"
+    return f"an attempt no committed batch chose; gc deletes it once version {v} is older than the retention window"
 
 
 VERB = Verb(

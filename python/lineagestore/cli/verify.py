@@ -102,7 +102,8 @@ VERB = Verb(
             store identity, entries) and the CRC32C and identity of every shared blob they reference (an
             SST's RocksDB unique ID, or the SHA-256 of its content; restored into a scratch directory under the
             system temp directory, one store at a time). Each file is read once.
-            Prints each problem with the file it concerns and the batches that need it."""
+            Prints each problem with the file it concerns and the batches that need it. Damage no retained
+            committed batch needs (an orphan attempt) is not read and not a problem."""
     ),
     epilog=textwrap.dedent(
         """\
@@ -110,8 +111,8 @@ VERB = Verb(
               lineagestore verify /data/checkpoints/clicks
               lineagestore verify /data/checkpoints/clicks --retain 5 --json
 
-            Without --retain: the newest batch and every older one down to the first whose checkpoint files
-            are gone from every store (clean-up removed them); older batches are listed as skipped.
+            Without --retain: per store, every batch whose checkpoint retention still holds there, as the
+            store's own retention decides (what gc removed is skipped, not a problem).
             Exit code 0: all good; 1: problems (listed, with the files named)."""
     ),
     arguments=_arguments,

@@ -164,9 +164,11 @@ class JvmTools:
     def inspect_adjunct_table(self, uri: str) -> dict:
         return self._json("inspectAdjunctTable", uri)
 
-    def existing_batches(self, store: Any, commit_log: str) -> list[int]:
+    def retained_batches(self, store: Any, commit_log: str) -> dict:
+        """``{"retained": [...], "beyondRetention": [...]}``: the batches of ``commit_log`` retention still
+        holds in this store, and the older ones a clean-up removed (the store's own retention decides)."""
         return self._json(
-            "existingBatches", store.uri, store.operator_id, store.partition_id, store.store_name, commit_log
+            "retainedBatches", store.uri, store.operator_id, store.partition_id, store.store_name, commit_log
         )
 
     def inspect_store(self, store: Any, commit_log: str) -> dict:

@@ -58,8 +58,7 @@ object RetentionPlanner {
     var lineageKnown = true
     while (base.isEmpty && v >= 1 && lineageKnown) {
       committed.get(v) match {
-        case Some(id)
-            if snapshots.contains(CheckpointId(v, id)) || freshStart.contains(CheckpointId(v, id)) =>
+        case Some(id) if isBase(CheckpointId(v, id), snapshots, freshStart) =>
           base = Some(CheckpointId(v, id))
         case Some(_) => v -= 1
         case None    => lineageKnown = false
@@ -78,6 +77,49 @@ object RetentionPlanner {
     val deleted = delete.toSet
     val retainedSnapshots = existing.filter(f => f.kind == Snapshot && !deleted(f)).map(_.id)
     RetentionPlan(oldestRetained, snapshotBase, delete.sortBy(f => (f.id.version, f.name)), retainedSnapshots)
+  }
+
+  /** A committed checkpoint retention can keep the window from: one with a snapshot, or the fresh start (its
+    * delta holds the whole state). Retention deletes every file below the base it keeps ([[plan]]).
+    */
+  private def isBase(id: CheckpointId, snapshots: Set[CheckpointId], freshStart: Option[CheckpointId]) =
+    snapshots.contains(id) || freshStart.contains(id)
+
+  /** The oldest version of the committed lineage that retention still holds, judged from the files alone (no
+    * window given): what `lineagestore verify` and `inspect` check by default, so that what a clean-up
+    * ([[plan]], by gc or the provider's maintenance, with any window) removed is not called damage.
+    *
+    * Retention keeps everything from a committed base up (a snapshot or the fresh start) and deletes whatever
+    * is below it: the oldest committed base still present is where retention holds from, unless every
+    * committed delta below it is still there down to version 1 (or down to what is known of the lineage),
+    * which no clean-up has touched: then all of it is held. Without any base retention removed nothing
+    * committed, and the oldest known version is held. A missing file at or above the result is damage; below
+    * it, the next clean-up's to delete (a clean-up stopped part-way leaves deltas without their base).
+    *
+    * @return
+    *   None when no committed version is known
+    */
+  def heldFrom(
+      committed: Map[Long, String],
+      existing: Seq[CheckpointFile],
+      freshStart: Option[CheckpointId] = None
+  ): Option[Long] = {
+    if (committed.isEmpty) return None
+    val snapshots = existing.filter(_.kind == Snapshot).map(_.id).toSet
+    val deltas = existing.filter(_.kind == Delta).map(_.id).toSet
+    val oldestKnown = committed.keys.min
+    val oldestBase = committed.toSeq
+      .map { case (v, id) => CheckpointId(v, id) }
+      .filter(isBase(_, snapshots, freshStart))
+      .sortBy(_.version)
+      .headOption
+    oldestBase match {
+      case None       => Some(oldestKnown)
+      case Some(base) =>
+        val below = (oldestKnown until base.version).reverse
+        val untouched = below.forall(v => committed.get(v).exists(id => deltas(CheckpointId(v, id))))
+        Some(if (untouched) oldestKnown else base.version)
+    }
   }
 
   /** A retired store ([[CleanupPlanner.retired]]): every file up to its committed `head` goes, snapshots

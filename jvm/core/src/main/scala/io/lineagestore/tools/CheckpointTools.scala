@@ -144,10 +144,10 @@ object CheckpointTools {
 
   // ---- one store ---------------------------------------------------------------------------------------------
 
-  /** The batches of `commitLog` whose checkpoint still has a file (delta or snapshot) in this store: JSON
-    * `[batchId, ...]`. Tells which batches are within retention.
+  /** [[StoreVerifier.retained]]: which batches of `commitLog` retention still holds in this store, JSON
+    * `{"retained": [batchId, ...], "beyondRetention": [batchId, ...]}`.
     */
-  def existingBatches(
+  def retainedBatches(
       dir: String,
       operatorId: Long,
       partitionId: Int,
@@ -155,8 +155,11 @@ object CheckpointTools {
       commitLog: String
   ): String =
     ToolStore.using(StoreRef(operatorId, partitionId, storeName, dir)) { s =>
-      val present = s.files.listCheckpointFiles().map(_.id).toSet
-      arr(CommitLogEntry.parseLines(commitLog).filter(e => present(e.id)).map(e => Num(e.batchId))).render
+      val (held, beyond) = StoreVerifier.retained(s, CommitLogEntry.parseLines(commitLog))
+      obj(
+        "retained" -> arr(held.map(e => Num(e.batchId))),
+        "beyondRetention" -> arr(beyond.map(e => Num(e.batchId)))
+      ).render
     }
 
   /** See [[StoreInspection.inspect]]. */

@@ -3,13 +3,26 @@ package io.lineagestore.tools
 import scala.util.Try
 
 import io.lineagestore.format.SnapshotIndex
-import io.lineagestore.lineage.{CheckpointId, CommitLogEntry, CommittedLineage, Lineage, LineageResolver}
+import io.lineagestore.lineage.{
+  CheckpointFile,
+  CheckpointId,
+  CommitLogEntry,
+  CommittedLineage,
+  Lineage,
+  LineageResolver,
+  RetentionPlanner
+}
 import io.lineagestore.tools.Json._
 
 /** Read-only report of one store directory against Spark's commit log: every checkpoint file with its lineage
   * and status (committed, orphan attempt, pending), every snapshot with the shared blobs it references, and
   * every shared blob with how many snapshots reference it (shared: more than one; unique: one; orphan: none).
   * Reads delta headers and snapshot indexes only, never whole files.
+  *
+  * Damage is judged as `lineagestore verify` judges it: a damaged file a retained committed batch needs (a
+  * committed checkpoint at or above where retention holds from, [[RetentionPlanner.heldFrom]]) is an error;
+  * one no retained committed batch needs (an orphan or pending attempt, a committed file below what retention
+  * holds) is listed under `damageNotNeeded` with its status, for the command line to name as a note.
   */
 object StoreInspection {
 
@@ -40,7 +53,20 @@ object StoreInspection {
       id -> (if (sizes.contains(id.deltaFileName)) Try(files.lineageOf(id).getOrElse(Lineage(Nil)))
              else Try(Lineage(Nil)))
     }.toMap
-    val headerErrors = ids.flatMap(id => headers(id).failed.toOption.map(_.getMessage))
+    val heldFrom = RetentionPlanner.heldFrom(
+      lineage.committed,
+      parsed.map { case (_, (id, kind)) => CheckpointFile(id, kind) },
+      lineage.freshStart
+    )
+    def needed(id: CheckpointId): Boolean = lineage.isCommitted(id) && heldFrom.forall(id.version >= _)
+    // (checkpoint, file, error) per damaged header or index
+    val damaged =
+      ids.flatMap(id => headers(id).failed.toOption.map(e => (id, id.deltaFileName, e.getMessage))) ++
+        ids.flatMap(id =>
+          indexes.get(id).flatMap(_.failed.toOption).map(e => (id, id.snapshotFileName, e.getMessage))
+        )
+    val (neededDamage, notNeeded) = damaged.partition { case (id, _, _) => needed(id) }
+    val notNeededErrors = notNeeded.map(_._3).toSet
     val checkpoints = ids.map { id =>
       val hasDelta = sizes.contains(id.deltaFileName)
       val ancestors = headers(id).map(_.ancestors)
@@ -68,7 +94,8 @@ object StoreInspection {
         "version" -> id.version,
         "uniqueId" -> id.uniqueId,
         "status" -> lineage.status(id),
-        "zipBytes" -> size(id.snapshotFileName)
+        "zipBytes" -> size(id.snapshotFileName),
+        "needed" -> needed(id) // by a retained committed batch: missing blobs are a problem only then
       )
       t.fold(
         e => Obj(base :+ ("error" -> Str(e.getMessage))),
@@ -157,11 +184,17 @@ object StoreInspection {
       "otherFiles" -> strs(other),
       "totals" -> totals,
       "conflicts" -> strs(lineage.conflicts),
-      "errors" -> strs(
-        (lineage.errors ++ headerErrors ++ indexes.values
-          .flatMap(_.failed.toOption)
-          .map(_.getMessage)).distinct
-      )
+      "retainedFrom" -> heldFrom.map(Num).getOrElse(Null),
+      "errors" -> strs((lineage.errors.filterNot(notNeededErrors) ++ neededDamage.map(_._3)).distinct),
+      "damageNotNeeded" -> arr(notNeeded.map { case (id, file, error) =>
+        obj(
+          "file" -> file,
+          "version" -> id.version,
+          "uniqueId" -> id.uniqueId,
+          "status" -> lineage.status(id),
+          "error" -> error
+        )
+      })
     )
   }
 }

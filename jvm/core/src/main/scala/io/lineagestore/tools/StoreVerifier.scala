@@ -9,10 +9,12 @@ import io.lineagestore.format.{CorruptCheckpointFileException, SnapshotFile}
 import io.lineagestore.lineage.{
   CheckpointId,
   CommitLogEntry,
+  CommittedLineage,
   LineageException,
   LineageResolver,
   LoadBase,
-  LoadPlan
+  LoadPlan,
+  RetentionPlanner
 }
 import io.lineagestore.store.{HashCache, LocalDirectories}
 import io.lineagestore.tools.Json._
@@ -105,6 +107,17 @@ final case class VerifyResult(
   */
 object StoreVerifier {
 
+  /** The entries of `log` whose checkpoints retention still holds in this store
+    * ([[io.lineagestore.lineage.RetentionPlanner.heldFrom]]), and the older ones, whose files a clean-up
+    * removed (beyond retention: skipped, not damage). What `lineagestore verify` checks without `--retain`.
+    */
+  def retained(store: ToolStore, log: Seq[CommitLogEntry]): (Seq[CommitLogEntry], Seq[CommitLogEntry]) = {
+    val lineage = CommittedLineage.resolve(store.files, log)
+    val from =
+      RetentionPlanner.heldFrom(lineage.committed, store.files.listCheckpointFiles(), lineage.freshStart)
+    log.sortBy(_.batchId).partition(e => from.forall(e.id.version >= _))
+  }
+
   def verify(store: ToolStore, targets: Seq[CommitLogEntry], scratchRoot: File): VerifyResult = {
     val files = store.files
     val outcome =
@@ -194,7 +207,9 @@ object StoreVerifier {
                 case LoadBase.Snapshot(s) => verifySnapshot(s, e.batchId)
                 case _                    => true
               }
-              // a damaged snapshot is routed around as a load does (LineageStore.load): plan without it
+              // a damaged snapshot is routed around as a load does (LineageStore.load): plan without it.
+              // Still a copy of store.LoadRoutes' detour rule (MaxDetours = 8): LoadRoutes stops at the
+              // first failure and counts; here every file is recorded as a problem and checking goes on.
               var p = first
               var skipped = Vector.empty[CheckpointId]
               var baseOk = baseOkOf(p)

@@ -17,6 +17,7 @@ import io.lineagestore.lineage.{CommitLogEntry, CommittedLineage}
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.storage.HadoopBlobStore
 import io.lineagestore.store.{CheckpointFiles, ColumnFamilies, LineageStore, SnapshotZips, StoreSettings}
+import io.lineagestore.testing.DiskDamage
 
 /** The command line's Scala side against stores written by the real store on a local Hadoop filesystem. */
 class CheckpointToolsSuite extends AnyFunSuite with BeforeAndAfterEach {
@@ -339,6 +340,74 @@ class CheckpointToolsSuite extends AnyFunSuite with BeforeAndAfterEach {
       val r = StoreVerifier.verify(s, log.filter(_.batchId >= 3), tmp)
       assert(r.ok, r.problems)
     }
+  }
+
+  test(
+    "after gc --retain 2, verify by default checks what retention holds: OK; a retained file gone is damage"
+  ) {
+    val log = writeStore() // versions 1..6, snapshots at 2, 4 and 6
+    def lines(l: Seq[CommitLogEntry]) =
+      l.map(e => s"${e.batchId} ${e.id.version} ${e.id.uniqueId}").mkString("\n")
+    ToolStore.using(ref) { t =>
+      val plan = StoreCleaner.plan(t, log, retain = 2, graceMs = 0, nowMs = System.currentTimeMillis())
+      assert(plan.snapshotBase.contains(c(4)), plan)
+      // a gc stopped part-way: the zips went first, then only the oldest delta (versions 2 and 3 stay)
+      val stopped =
+        plan.copy(decision = plan.decision.map(d => d.copy(deltas = d.deltas.filter(_.id == c(1)))))
+      assert(StoreCleaner.apply(t, stopped).isEmpty)
+      assert(storeFiles.contains(c(2).deltaFileName) && !storeFiles.contains(c(2).snapshotFileName))
+      // what the stopped clean-up removed is not damage: batches 1 and 2 (versions 2, 3) are beyond retention
+      val (held, beyond) = StoreVerifier.retained(t, log)
+      assert(held.map(_.batchId) == Seq(3L, 4L, 5L) && beyond.map(_.batchId) == Seq(0L, 1L, 2L))
+      assert(StoreVerifier.verify(t, held, tmp).ok)
+      // the whole clean-up: the same batches are held
+      assert(StoreCleaner.apply(t, plan).isEmpty)
+      assert(
+        CheckpointTools.retainedBatches(ref.dir, 0, 0, "default", lines(log)) ==
+          """{"retained": [3, 4, 5], "beyondRetention": [0, 1, 2]}"""
+      )
+      val r = StoreVerifier.verify(t, StoreVerifier.retained(t, log)._1, tmp)
+      assert(r.ok, r.problems)
+    }
+    // a retained batch's delta gone (version 5: batch 4 needs it) is damage, not retention
+    Files.delete(new File(storeDir, c(5).deltaFileName).toPath)
+    ToolStore.using(ref) { t =>
+      val (held, _) = StoreVerifier.retained(t, log)
+      assert(held.map(_.batchId) == Seq(3L, 4L, 5L))
+      val r = StoreVerifier.verify(t, held, tmp)
+      assert(
+        r.problems.exists(p => p.file.endsWith(c(5).deltaFileName) && p.batches.contains(4L)),
+        r.problems
+      )
+    }
+  }
+
+  test(
+    "a damaged orphan attempt is a note in inspect and nothing to verify; a damaged retained file, both's"
+  ) {
+    val log = writeStore()
+    val text = log.map(e => s"${e.batchId} ${e.id.version} ${e.id.uniqueId}").mkString("\n")
+    def inspect() = CheckpointTools.inspectStore(ref.dir, 0, 0, "default", text)
+    def verify() = ToolStore.using(ref)(t => StoreVerifier.verify(t, StoreVerifier.retained(t, log)._1, tmp))
+    // the losing attempt x4's delta header, damaged as a disk does (its .crc sidecar kept)
+    DiskDamage.flip(new File(storeDir, orphan.deltaFileName), 12)
+    val json = inspect()
+    assert(json.contains(""""errors": []"""), json)
+    assert(
+      json.contains(
+        s""""damageNotNeeded": [{"file": "${orphan.deltaFileName}", "version": 4, "uniqueId": "x4", """ +
+          """"status": "orphan""""
+      ),
+      json
+    )
+    assert(verify().ok, verify().problems)
+    // the committed delta of version 5, which batches 4 and 5 (no snapshot at 5) need: a problem in both
+    DiskDamage.flip(new File(storeDir, c(5).deltaFileName), 12)
+    val damaged = inspect()
+    assert(!damaged.contains(""""errors": []""") && damaged.contains(c(5).deltaFileName), damaged)
+    assert(!damaged.contains(s""""file": "${c(5).deltaFileName}""""), "not among the damage nobody needs")
+    val r = verify()
+    assert(r.problems.exists(_.file.endsWith(c(5).deltaFileName)), r.problems)
   }
 
   test("gc deletes a dead writer's temporary past the grace period, never a delta's above the head") {
