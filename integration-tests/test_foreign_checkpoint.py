@@ -79,3 +79,21 @@ def test_restart_of_another_providers_checkpoint_is_reported_at_start_and_by_ins
     assert f"was written by {ROCKSDB}, not lineagestore" in err
     assert "offsets/1" in err and "lineagestore migrate" in err
     assert "lineagestore.configure sets" not in err
+
+    # migrate (issue 49): quiet (Spark's log goes to a file, not the terminal), and the moved checkpoint is
+    # refused a second time before Spark starts
+    deliberate = f"{foreign}-deliberate"
+    moved = subprocess.run(
+        [sys.executable, "-m", "lineagestore.cli", "migrate", deliberate],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert moved.returncode == 0, moved.stderr[-4000:]
+    assert moved.stderr == "", moved.stderr[-4000:]  # no start-up log, no StateStoreCoordinator warnings
+    report = " ".join(moved.stdout.split())  # laid out for 80 columns
+    assert f"{ROCKSDB} to lineagestore" in report and "restart the query" in report, moved.stdout
+    again = subprocess.run(
+        [sys.executable, "-m", "lineagestore.cli", "migrate", deliberate], capture_output=True, text=True
+    )
+    assert again.returncode == 3 and "already runs on lineagestore" in again.stderr, again.stderr

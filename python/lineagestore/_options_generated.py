@@ -27,11 +27,11 @@ SPECS: tuple[OptionSpec, ...] = (
     OptionSpec(
         field="close_upload_timeout_ms",
         name="closeUploadTimeoutMs",
-        kind="long",
+        kind="duration",
         default=30000,
         min=0,
         max=None,
-        allowed="an integer of at least 0",
+        allowed="a duration (an integer of milliseconds, or with a suffix as in Spark's time settings: us, ms, s, m or min, h, d) of at least 0",
         choices=(),
     ),
     OptionSpec(
@@ -41,7 +41,7 @@ SPECS: tuple[OptionSpec, ...] = (
         default=1073741824,
         min=1048576,
         max=None,
-        allowed="a byte count (an integer, optionally with a k, m or g suffix: powers of 1024) of at least 1048576",
+        allowed="a byte count (an integer of bytes, or with a suffix as in Spark's byte settings: b, k or kb, m or mb, g or gb, t or tb, p or pb; powers of 1024) of at least 1048576",
         choices=(),
     ),
     OptionSpec(
@@ -57,11 +57,11 @@ SPECS: tuple[OptionSpec, ...] = (
     OptionSpec(
         field="local_retention_ms",
         name="localRetentionMs",
-        kind="long",
+        kind="duration",
         default=3600000,
         min=0,
         max=None,
-        allowed="an integer of at least 0",
+        allowed="a duration (an integer of milliseconds, or with a suffix as in Spark's time settings: us, ms, s, m or min, h, d) of at least 0",
         choices=(),
     ),
     OptionSpec(
@@ -91,7 +91,7 @@ SPECS: tuple[OptionSpec, ...] = (
         default=8388608,
         min=0,
         max=None,
-        allowed="a byte count (an integer, optionally with a k, m or g suffix: powers of 1024) of at least 0",
+        allowed="a byte count (an integer of bytes, or with a suffix as in Spark's byte settings: b, k or kb, m or mb, g or gb, t or tb, p or pb; powers of 1024) of at least 0",
         choices=(),
     ),
     OptionSpec(
@@ -101,17 +101,17 @@ SPECS: tuple[OptionSpec, ...] = (
         default=5242880,
         min=5242880,
         max=1073741824,
-        allowed="a byte count (an integer, optionally with a k, m or g suffix: powers of 1024) between 5242880 and 1073741824",
+        allowed="a byte count (an integer of bytes, or with a suffix as in Spark's byte settings: b, k or kb, m or mb, g or gb, t or tb, p or pb; powers of 1024) between 5242880 and 1073741824",
         choices=(),
     ),
     OptionSpec(
         field="orphan_grace_period_ms",
         name="orphanGracePeriodMs",
-        kind="long",
+        kind="duration",
         default=21600000,
         min=0,
         max=None,
-        allowed="an integer of at least 0",
+        allowed="a duration (an integer of milliseconds, or with a suffix as in Spark's time settings: us, ms, s, m or min, h, d) of at least 0",
         choices=(),
     ),
     OptionSpec(
@@ -131,7 +131,7 @@ SPECS: tuple[OptionSpec, ...] = (
         default=536870912,
         min=8388608,
         max=None,
-        allowed="a byte count (an integer, optionally with a k, m or g suffix: powers of 1024) of at least 8388608",
+        allowed="a byte count (an integer of bytes, or with a suffix as in Spark's byte settings: b, k or kb, m or mb, g or gb, t or tb, p or pb; powers of 1024) of at least 8388608",
         choices=(),
     ),
     OptionSpec(
@@ -141,7 +141,7 @@ SPECS: tuple[OptionSpec, ...] = (
         default=67108864,
         min=65536,
         max=None,
-        allowed="a byte count (an integer, optionally with a k, m or g suffix: powers of 1024) of at least 65536",
+        allowed="a byte count (an integer of bytes, or with a suffix as in Spark's byte settings: b, k or kb, m or mb, g or gb, t or tb, p or pb; powers of 1024) of at least 65536",
         choices=(),
     ),
     OptionSpec(
@@ -163,8 +163,9 @@ class LineageOptions:
     """lineagestore settings, checked when created with the rules the JVM applies.
 
     Each field is the key ``spark.sql.streaming.stateStore.lineagestore.<name>`` with ``<name>`` in snake_case. A
-    bad value raises ``ValueError`` naming the key, the value and what is allowed. Size fields accept an
-    ``int`` or a string with a k/m/g suffix (powers of 1024) and hold the number of bytes afterwards.
+    bad value raises ``ValueError`` naming the key, the value and what is allowed. Size and duration fields
+    accept an ``int`` or a string in Spark's forms (``"256m"``, ``"256mb"``, ``"1g"``; ``"30s"``,
+    ``"5min"``, ``"1h"``) and hold the number of bytes or milliseconds afterwards.
     Pass it to ``lineagestore.configure(builder, options)``.
     """
 
@@ -177,12 +178,13 @@ class LineageOptions:
     between 1 and 2147483647; default ``20``.
     """
 
-    close_upload_timeout_ms: int = 30000
+    close_upload_timeout_ms: int | str = 30000
     """How long closing a store (query stop, unload, executor shutdown) waits for its frozen snapshots to upload.
     Past it the close goes on without them: nothing committed is lost (the deltas hold it) and the next commit
     on the lineage catches up (maxSnapshotLagDeltas). 0 uploads nothing on close. Key
-    ``spark.sql.streaming.stateStore.lineagestore.closeUploadTimeoutMs``; an integer of at least 0; default
-    ``30000``.
+    ``spark.sql.streaming.stateStore.lineagestore.closeUploadTimeoutMs``; a duration (an integer of
+    milliseconds, or with a suffix as in Spark's time settings: us, ms, s, m or min, h, d) of at least 0;
+    default ``30000``.
     """
 
     max_pending_bytes: int | str = 1073741824
@@ -193,9 +195,10 @@ class LineageOptions:
     error naming this key. Keys the batch read and has not written yet are remembered within an eighth of it
     besides. Committed batches waiting for the executor's apply threads to write them into RocksDB are bounded
     by the same amount, executor-wide (the largest value among the executor's stores): a commit past it waits
-    for earlier ones. Accepts k/m/g suffixes. Key
-    ``spark.sql.streaming.stateStore.lineagestore.maxPendingBytes``; a byte count (an integer, optionally with
-    a k, m or g suffix: powers of 1024) of at least 1048576; default ``1073741824``.
+    for earlier ones. Accepts Spark's byte forms (64m, 64mb, 1g). Key
+    ``spark.sql.streaming.stateStore.lineagestore.maxPendingBytes``; a byte count (an integer of bytes, or
+    with a suffix as in Spark's byte settings: b, k or kb, m or mb, g or gb, t or tb, p or pb; powers of 1024)
+    of at least 1048576; default ``1073741824``.
     """
 
     local_dir: str = ""
@@ -204,10 +207,11 @@ class LineageOptions:
     ``spark.sql.streaming.stateStore.lineagestore.localDir``; any string; default ````.
     """
 
-    local_retention_ms: int = 3600000
+    local_retention_ms: int | str = 3600000
     """How long a closed store's local RocksDB directory is kept, so that the next provider of the same store on
     this executor (a restarted query) resumes without downloading. 0 deletes it on close. Key
-    ``spark.sql.streaming.stateStore.lineagestore.localRetentionMs``; an integer of at least 0; default
+    ``spark.sql.streaming.stateStore.lineagestore.localRetentionMs``; a duration (an integer of milliseconds,
+    or with a suffix as in Spark's time settings: us, ms, s, m or min, h, d) of at least 0; default
     ``3600000``.
     """
 
@@ -226,9 +230,10 @@ class LineageOptions:
     ranged_download_part_bytes: int | str = 8388608
     """Restores read snapshot files of at least 4 parts as byte ranges of this size, 8 in flight per file
     (parallel ranged GETs on S3), checksummed in order as they arrive. 0 reads every file as one stream.
-    Accepts k/m/g suffixes. Key ``spark.sql.streaming.stateStore.lineagestore.rangedDownloadPartBytes``; a
-    byte count (an integer, optionally with a k, m or g suffix: powers of 1024) of at least 0; default
-    ``8388608``.
+    Accepts Spark's byte forms (64m, 64mb, 1g). Key
+    ``spark.sql.streaming.stateStore.lineagestore.rangedDownloadPartBytes``; a byte count (an integer of
+    bytes, or with a suffix as in Spark's byte settings: b, k or kb, m or mb, g or gb, t or tb, p or pb;
+    powers of 1024) of at least 0; default ``8388608``.
     """
 
     delta_upload_part_bytes: int | str = 5242880
@@ -237,16 +242,18 @@ class LineageOptions:
     the commit. The default is S3's smallest part, so that most of a delta goes up before its commit; larger
     parts mean fewer requests per delta. At most two parts of a store are in flight, so a delta holds at most
     three parts in memory. s3a's own parts (fs.s3a.multipart.size, 64 MiB by default) apply to every other
-    write. Other filesystems ignore it. Accepts k/m/g suffixes. Key
-    ``spark.sql.streaming.stateStore.lineagestore.deltaUploadPartBytes``; a byte count (an integer, optionally
-    with a k, m or g suffix: powers of 1024) between 5242880 and 1073741824; default ``5242880``.
+    write. Other filesystems ignore it. Accepts Spark's byte forms (64m, 64mb, 1g). Key
+    ``spark.sql.streaming.stateStore.lineagestore.deltaUploadPartBytes``; a byte count (an integer of bytes,
+    or with a suffix as in Spark's byte settings: b, k or kb, m or mb, g or gb, t or tb, p or pb; powers of
+    1024) between 5242880 and 1073741824; default ``5242880``.
     """
 
-    orphan_grace_period_ms: int = 21600000
+    orphan_grace_period_ms: int | str = 21600000
     """Age after which a shared blob that no snapshot references is treated as a crash leftover and deleted by
     the orphan sweep. Must exceed the longest snapshot upload. Key
-    ``spark.sql.streaming.stateStore.lineagestore.orphanGracePeriodMs``; an integer of at least 0; default
-    ``21600000``.
+    ``spark.sql.streaming.stateStore.lineagestore.orphanGracePeriodMs``; a duration (an integer of
+    milliseconds, or with a suffix as in Spark's time settings: us, ms, s, m or min, h, d) of at least 0;
+    default ``21600000``.
     """
 
     orphan_sweep_every_cleanups: int = 100
@@ -257,17 +264,19 @@ class LineageOptions:
 
     memory_bytes: int | str = 536870912
     """RocksDB memory of all stores of one executor together: one shared block cache, with memtables charged to
-    it (at most half). Read once per executor JVM. Accepts k/m/g suffixes. Key
-    ``spark.sql.streaming.stateStore.lineagestore.memoryBytes``; a byte count (an integer, optionally with a
-    k, m or g suffix: powers of 1024) of at least 8388608; default ``536870912``.
+    it (at most half). Read once per executor JVM. Accepts Spark's byte forms (64m, 64mb, 1g). Key
+    ``spark.sql.streaming.stateStore.lineagestore.memoryBytes``; a byte count (an integer of bytes, or with a
+    suffix as in Spark's byte settings: b, k or kb, m or mb, g or gb, t or tb, p or pb; powers of 1024) of at
+    least 8388608; default ``536870912``.
     """
 
     write_buffer_bytes: int | str = 67108864
     """RocksDB memtable size per store (all stores' memtables together stay within half of memoryBytes). Large
     enough to hold the changes of a snapshot interval: a memtable that fills up mid-interval adds an SST and
-    compactions the next snapshot uploads (docs/benchmarks.md, the scale run). Accepts k/m/g suffixes. Key
-    ``spark.sql.streaming.stateStore.lineagestore.writeBufferBytes``; a byte count (an integer, optionally
-    with a k, m or g suffix: powers of 1024) of at least 65536; default ``67108864``.
+    compactions the next snapshot uploads (docs/benchmarks.md, the scale run). Accepts Spark's byte forms
+    (64m, 64mb, 1g). Key ``spark.sql.streaming.stateStore.lineagestore.writeBufferBytes``; a byte count (an
+    integer of bytes, or with a suffix as in Spark's byte settings: b, k or kb, m or mb, g or gb, t or tb, p
+    or pb; powers of 1024) of at least 65536; default ``67108864``.
     """
 
     sst_compression: str = "lz4"

@@ -4,8 +4,11 @@ Each key has a kind and optional bounds, declared once in Scala (``io.lineagesto
 functions here apply them exactly as the JVM does (``ConfKind.parse`` and ``ConfEntry.check``), so a value
 that passes here also passes on the executors, and a bad one fails in Python before any query starts:
 
-* ``size``: a 64-bit integer, as ``int`` or as text ``[+-]digits`` with an optional ``k``/``m``/``g`` suffix
-  (case-insensitive, powers of 1024, blanks allowed around the number and before the suffix);
+* ``size``: a 64-bit integer of bytes, as ``int`` or as text ``[+-]digits`` with an optional suffix of Spark's
+  byte settings: ``b``, ``k``/``kb``, ``m``/``mb``, ``g``/``gb``, ``t``/``tb``, ``p``/``pb`` (case-insensitive,
+  powers of 1024, blanks allowed around the number and before the suffix);
+* ``duration``: a 64-bit integer of milliseconds, as ``int`` or as text ``[+-]digits`` with an optional suffix
+  of Spark's time settings: ``us``, ``ms``, ``s``, ``m``/``min``, ``h``, ``d`` (microseconds truncated);
 * ``int`` / ``long``: a 32-bit / 64-bit integer, as ``int`` or text ``[+-]digits``;
 * ``string``: any text (a ``os.PathLike`` is taken as its path);
 * ``choice``: one of ``choices``, compared trimmed and lower-cased.
@@ -23,7 +26,7 @@ from typing import Any, NamedTuple
 class OptionSpec(NamedTuple):
     field: str  # the Python field name (snake_case)
     name: str  # the key's name after the prefix (camelCase, as the JVM declares it)
-    kind: str  # size | int | long | string | choice
+    kind: str  # size | duration | int | long | string | choice
     default: Any
     min: int | None
     max: int | None
@@ -31,10 +34,16 @@ class OptionSpec(NamedTuple):
     choices: tuple[str, ...] = ()  # for kind "choice": the allowed words
 
 
-_RANGE = {"size": (-(2**63), 2**63 - 1), "long": (-(2**63), 2**63 - 1), "int": (-(2**31), 2**31 - 1)}
-_MULTIPLIER = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+_LONG = (-(2**63), 2**63 - 1)
+_RANGE = {"size": _LONG, "duration": _LONG, "long": _LONG, "int": (-(2**31), 2**31 - 1)}
+# Spark's suffixes (JavaUtils.byteSuffixes, timeSuffixes): the JVM's LineageConf uses the same tables.
+_BYTES = {"": 1, "b": 1} | {
+    f"{unit}{b}": 1 << (10 * (i + 1)) for i, unit in enumerate("kmgtp") for b in ("", "b")
+}
+_MICROS = {"": 1000, "us": 1, "ms": 1000, "s": 10**6, "m": 60 * 10**6, "min": 60 * 10**6}
+_MICROS |= {"h": 3600 * 10**6, "d": 86400 * 10**6}
 _INTEGER = re.compile(r"[+-]?[0-9]+")
-_SIZE = re.compile(r"([+-]?[0-9]+)\s*([kmg]?)")
+_NUMBER_AND_SUFFIX = re.compile(r"([+-]?[0-9]+)\s*([a-z]*)")
 
 
 def _parse(spec: OptionSpec, value: Any) -> Any:
@@ -52,13 +61,18 @@ def _parse(spec: OptionSpec, value: Any) -> Any:
         number = value
     elif isinstance(value, str):
         text = value.strip()
-        if spec.kind == "size":
-            m = _SIZE.fullmatch(text.lower())
-            if not m:
+        if spec.kind in ("size", "duration"):
+            m = _NUMBER_AND_SUFFIX.fullmatch(text.lower())
+            units = _BYTES if spec.kind == "size" else _MICROS
+            if not m or m.group(2) not in units or not _LONG[0] <= int(m.group(1)) <= _LONG[1]:
                 return None
-            number = int(m.group(1)) * _MULTIPLIER[m.group(2)]
-            if not _RANGE["long"][0] <= int(m.group(1)) <= _RANGE["long"][1]:
-                return None
+            number = int(m.group(1)) * units[m.group(2)]
+            if (
+                spec.kind == "duration"
+            ):  # the JVM multiplies in microseconds (overflow-checked), then truncates
+                if not _LONG[0] <= number <= _LONG[1]:
+                    return None
+                number = abs(number) // 1000 * (1 if number >= 0 else -1)
         elif _INTEGER.fullmatch(text):
             number = int(text)
         else:
@@ -172,3 +186,37 @@ def merge(options: Any, settings: dict[str, Any]) -> Any:
     if len(by_field) != len(settings):
         raise TypeError(f"an option is given twice (as field and key name): {sorted(settings)}")
     return dataclasses.replace(options or LineageOptions(), **by_field)
+
+
+def _edit_distance(a: str, b: str) -> int:
+    """Levenshtein distance, as the JVM's ``LineageConf.nearestKey`` counts it."""
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i]
+        for j, cb in enumerate(b, 1):
+            current.append(min(previous[j - 1] + (ca != cb), previous[j] + 1, current[j - 1] + 1))
+        previous = current
+    return previous[-1]
+
+
+def nearest_key(key: str, specs: tuple[OptionSpec, ...], prefix: str) -> str | None:
+    """The known key nearest to ``key`` if near enough to be a typo of it (the JVM's rule: ignoring case, at
+    most a third of the name's letters differ, at least 2 allowed)."""
+    name = key.removeprefix(prefix).lower()
+    distance, best = min((_edit_distance(name, s.name.lower()), prefix + s.name) for s in specs)
+    return best if distance <= max(2, len(name) // 3) else None
+
+
+def check_raw_conf(conf: dict[str, Any], specs: tuple[OptionSpec, ...], prefix: str) -> None:
+    """Every ``prefix`` key of ``conf`` (settings a builder already holds) is known and its value allowed;
+    ``ValueError`` as the JVM's ``LineageConf.validate`` words it (the nearest key for a misspelt one)."""
+    by_name = {prefix + s.name: s for s in specs}
+    for key in sorted(k for k in conf if k.startswith(prefix)):
+        spec = by_name.get(key)
+        if spec is None:
+            near = nearest_key(key, specs, prefix)
+            hint = f" Did you mean {near}?" if near else ""
+            raise ValueError(
+                f"unknown configuration key {key}.{hint} Known keys: {', '.join(sorted(by_name))}."
+            )
+        check_value(spec, conf[key], prefix)

@@ -9,7 +9,7 @@ import zipfile
 from typing import Any
 
 from lineagestore._options_generated import PREFIX, SPARK_VERSION, SPECS, LineageOptions
-from lineagestore._options_support import merge, names
+from lineagestore._options_support import check_raw_conf, merge, names
 from lineagestore.jvm.jar import jar_path
 
 PROVIDER_CLASS = "io.lineagestore.spark.LineageStateStoreProvider"
@@ -227,7 +227,8 @@ def configure(
     ``options`` (a ``LineageOptions``) and of the keyword arguments (``max_pending_bytes="64m"``, or the
     key's own name ``maxPendingBytes="64m"``), keywords winning. Only values other than the defaults are
     set. An unknown keyword raises ``TypeError`` listing the known ones; a bad value raises ``ValueError``
-    naming the key, both before any session starts.
+    naming the key, both before any session starts. A ``spark.sql.streaming.stateStore.lineagestore.*`` key the
+    builder already holds is checked too: a misspelt one raises ``ValueError`` naming the nearest known key.
 
     The jar: ``use_bundled_jar=True`` adds the jar this package carries to ``spark.jars``; ``False`` adds
     nothing (the session gets lineagestore some other way: ``spark-submit --packages
@@ -243,6 +244,9 @@ def configure(
     refused with ``ValueError`` if it is 1.
     """
     opts = merge(options, settings)  # fails on unknown names or bad values before anything is set
+    # raw keys the builder holds already (.config(...) before configure), with the JVM's rules; keys set later
+    # or by spark-submit --conf are checked on the driver when a query starts (LineageSessionExtensions)
+    check_raw_conf(getattr(builder, "_options", {}) or {}, SPECS, PREFIX)
     _refuse_remote(builder)
     if check_version:
         check_spark_version()

@@ -467,3 +467,28 @@ def test_in_session_the_jars_options_are_refused_and_s3a_is_checked(base, monkey
     # this module's session has no s3a jars
     with pytest.raises(MissingFilesystem, match="spark.jars.packages=org.apache.hadoop:hadoop-aws:"):
         tools.require_filesystem("s3a://bucket/ckpt")
+
+
+# ---- repartition and migrate on this checkpoint (issue 49) ---------------------------------------------------
+
+
+def test_repartition_counts_the_stores_it_wrote(copy):
+    """One operator store into 4 partitions writes 4 stores (the report counted operator stores: "1")."""
+    rc, out, err = run_cli(["repartition", str(copy), "--partitions", "4"])
+    assert rc == EXIT_OK, err
+    assert f"moved {USERS} rows into 4 stores; restart the query" in out, out  # a row per user
+
+
+def test_migrate_refuses_a_lineagestore_checkpoint_before_spark_starts(base, tmp_path):
+    """Read from the offset log in Python: the process has no Java, so a started Spark would exit 4."""
+    env = {k: v for k, v in os.environ.items() if k not in ("JAVA_HOME", "SPARK_HOME")}
+    env |= {"JAVA_HOME": str(tmp_path / "no-java"), "PATH": str(tmp_path / "no-bin")}
+    out = subprocess.run(
+        [sys.executable, "-m", "lineagestore.cli", "migrate", str(base[1])],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == EXIT_BAD_CHECKPOINT, out.stderr
+    assert "already runs on lineagestore; use `lineagestore repartition`" in out.stderr

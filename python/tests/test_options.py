@@ -16,6 +16,7 @@ from pyspark.sql import SparkSession
 import lineagestore
 from lineagestore import LineageOptions
 from lineagestore._options_generated import PREFIX, SPECS
+from lineagestore._options_support import nearest_key
 from lineagestore._session import provided_jar
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,7 +27,11 @@ PROBES = [
     ("max_pending_bytes", " 2 G ", True),
     ("max_pending_bytes", "1048576", True),
     ("max_pending_bytes", "1048575", False),
-    ("max_pending_bytes", "1mb", False),
+    ("max_pending_bytes", "1mb", True),  # Spark's byte forms (issue 49)
+    ("max_pending_bytes", "256MB", True),
+    ("max_pending_bytes", "1gb", True),
+    ("max_pending_bytes", "1048576b", True),
+    ("max_pending_bytes", "1gib", False),
     ("max_pending_bytes", "1.5g", False),
     ("max_pending_bytes", "9999999999g", False),
     ("max_pending_bytes", "k", False),
@@ -38,6 +43,13 @@ PROBES = [
     ("orphan_grace_period_ms", "0", True),
     ("orphan_grace_period_ms", "-1", False),
     ("orphan_grace_period_ms", "5k", False),
+    ("orphan_grace_period_ms", "6h", True),  # Spark's time forms (issue 49)
+    ("local_retention_ms", "5min", True),
+    ("local_retention_ms", "5m", True),
+    ("close_upload_timeout_ms", "30s", True),
+    ("close_upload_timeout_ms", "30sec", False),
+    ("close_upload_timeout_ms", "1.5s", False),
+    ("close_upload_timeout_ms", "-1s", False),
     ("orphan_sweep_every_cleanups", "2147483647", True),
     ("orphan_sweep_every_cleanups", "2147483648", False),
     ("memory_bytes", "8m", True),
@@ -66,6 +78,40 @@ def test_sizes_take_suffixes_and_are_stored_as_bytes():
     assert opts.to_spark_conf()[PREFIX + "maxPendingBytes"] == str(64 << 20)
     with pytest.raises(dataclasses.FrozenInstanceError):
         opts.transfer_threads = 3  # type: ignore[misc]
+
+
+def test_sizes_and_durations_take_sparks_forms():
+    opts = LineageOptions(
+        max_pending_bytes="256mb",
+        memory_bytes="1gb",
+        orphan_grace_period_ms="6h",
+        local_retention_ms="5min",
+        close_upload_timeout_ms="2500us",
+    )
+    assert (opts.max_pending_bytes, opts.memory_bytes) == (256 << 20, 1 << 30)
+    assert (opts.orphan_grace_period_ms, opts.local_retention_ms, opts.close_upload_timeout_ms) == (
+        6 * 3_600_000,
+        300_000,
+        2,  # microseconds are truncated, as Spark's timeStringAsMs does
+    )
+    assert LineageOptions(local_retention_ms="1500").local_retention_ms == 1500  # a bare number is ms
+
+
+# (misspelt key name, the known name it is nearest to, or None): the JVM must suggest the same (test below)
+TYPOS = [("maxPendingByte", "maxPendingBytes"), ("TRANSFERTHREAD", "transferThreads"), ("zzzzzzzzzzzz", None)]
+
+
+def test_configure_checks_raw_keys_the_builder_holds():
+    typo = PREFIX + "maxPendingByte"
+    with pytest.raises(ValueError) as err:
+        lineagestore.configure(SparkSession.Builder().config(typo, "256m"))
+    message = str(err.value)
+    assert f"unknown configuration key {typo}." in message
+    assert f"Did you mean {PREFIX}maxPendingBytes?" in message
+    with pytest.raises(ValueError, match=re.escape(PREFIX + "transferThreads")):
+        lineagestore.configure(SparkSession.Builder().config(PREFIX + "transferThreads", "0"))
+    built = lineagestore.configure(SparkSession.Builder().config(PREFIX + "maxPendingBytes", "256mb"))
+    assert built._options[PREFIX + "maxPendingBytes"] == "256mb"  # Spark's form, accepted as the JVM does
 
 
 @pytest.mark.parametrize("field,value,accepted", PROBES)
@@ -160,6 +206,11 @@ def test_jvm_agrees_with_every_probe():
             spec = next(s for s in SPECS if s.field == field)
             problem = check(PREFIX + spec.name, value)
             assert (problem is None) == accepted, f"{field}={value!r}: the JVM says {problem!r}"
+        nearest = gateway.jvm.io.lineagestore.config.LineageConf.nearestKey
+        for name, near in TYPOS:
+            jvm = nearest(PREFIX + name)
+            assert (jvm.get() if jvm.isDefined() else None) == (near and PREFIX + near), name
+            assert nearest_key(PREFIX + name, SPECS, PREFIX) == (near and PREFIX + near), name
     finally:
         gateway.shutdown()
 

@@ -52,6 +52,30 @@ SPARK_PROVIDERS = (
 )
 
 
+def migratable(files: Any, path: str, uri: str) -> tuple[int, dict[str, str], str]:
+    """The last committed batch, its offset entry's SQL settings and the provider they record, of a checkpoint
+    ``migrate`` can move; ``CheckpointError`` saying why not. ``files``: ``JvmTools``, or ``LocalFiles`` for a
+    local checkpoint before any JVM starts (``lineagestore migrate`` refuses then without starting Spark)."""
+    commits, offsets = batch_ids(files, f"{uri}/commits"), batch_ids(files, f"{uri}/offsets")
+    if not commits:
+        raise CheckpointError(f"{path} has no committed batch: start the query on lineagestore instead")
+    last = commits[-1]
+    if offsets and offsets[-1] > last:
+        raise CheckpointError(
+            f"{path}: batch {offsets[-1]} has an offset entry but no commit: a query is running it, or one "
+            "stopped mid-batch. Stop the query (or run it once to finish the batch) and migrate again"
+        )
+    conf = offset_conf(files, f"{uri}/offsets/{last}")
+    provider = conf.get(PROVIDER_KEY, SPARK_PROVIDERS[1])  # Spark's default when none is recorded
+    if provider == PROVIDER_CLASS:
+        raise CheckpointError(f"{path} already runs on lineagestore; use `lineagestore repartition`")
+    if provider not in SPARK_PROVIDERS:
+        raise CheckpointError(
+            f"{path} was written by {provider}: migrate reads Spark's HDFS and RocksDB providers only"
+        )
+    return last, conf, provider
+
+
 def migrate(
     spark: Any, path: str, partitions: int | None = None, progress: Progress = NO_PROGRESS
 ) -> dict[str, Any]:
@@ -60,23 +84,7 @@ def migrate(
         raise CheckpointError(f"partitions must be at least 1, got {partitions}")
     uri = to_uri(path)
     with connect(in_session="ignore") as tools:
-        commits, offsets = batch_ids(tools, f"{uri}/commits"), batch_ids(tools, f"{uri}/offsets")
-        if not commits:
-            raise CheckpointError(f"{path} has no committed batch: start the query on lineagestore instead")
-        last = commits[-1]
-        if offsets and offsets[-1] > last:
-            raise CheckpointError(
-                f"{path}: batch {offsets[-1]} has an offset entry but no commit: a query is running it, or one "
-                "stopped mid-batch. Stop the query (or run it once to finish the batch) and migrate again"
-            )
-        conf = offset_conf(tools, f"{uri}/offsets/{last}")
-        provider = conf.get(PROVIDER_KEY, SPARK_PROVIDERS[1])  # Spark's default when none is recorded
-        if provider == PROVIDER_CLASS:
-            raise CheckpointError(f"{path} already runs on lineagestore; use `lineagestore repartition`")
-        if provider not in SPARK_PROVIDERS:
-            raise CheckpointError(
-                f"{path} was written by {provider}: migrate reads Spark's HDFS and RocksDB providers only"
-            )
+        last, conf, provider = migratable(tools, path, uri)
         old_n = int(conf.get(SHUFFLE_PARTITIONS, "0"))
         commit_ids = commit_unique_ids(tools, uri, last)
         # format version 2 shows in the commit log's unique IDs (the offset log does not always record it)

@@ -71,6 +71,16 @@ def to_uri(path: str) -> str:
     return Path(path).expanduser().resolve().as_uri()
 
 
+def local_path(location: str) -> Path | None:
+    """The local file a checkpoint location names (a path, or a ``file:`` URI), None for other schemes."""
+    from urllib.parse import unquote, urlparse
+
+    if not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", location) or re.match(r"^[A-Za-z]:[\\/]", location):
+        return Path(location).expanduser()
+    parsed = urlparse(location)
+    return Path(unquote(parsed.path)) if parsed.scheme.lower() == "file" else None
+
+
 def load(tools: JvmTools, path: str) -> Checkpoint:
     """Read Spark's commit log and state layout of the checkpoint at ``path`` (a local path or a URI)."""
     uri = to_uri(path)

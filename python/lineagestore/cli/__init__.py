@@ -11,6 +11,7 @@ from lineagestore.cli.common import (
     EXIT_ENVIRONMENT,
     EXIT_OK,
     EXIT_PROBLEMS,
+    EXIT_UNREACHABLE,
     EXIT_USAGE,
 )
 from lineagestore.cli.program import build_parser, main
@@ -20,6 +21,7 @@ __all__ = [
     "EXIT_ENVIRONMENT",
     "EXIT_OK",
     "EXIT_PROBLEMS",
+    "EXIT_UNREACHABLE",
     "EXIT_USAGE",
     "build_parser",
     "main",

@@ -67,4 +67,5 @@ VERB = Verb(
     arguments=_arguments,
     run=run,
     locations=("source", "destination"),
+    existing=("source",),
 )

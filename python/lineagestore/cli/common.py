@@ -26,6 +26,8 @@ EXIT_BAD_CHECKPOINT = 3
 
 EXIT_ENVIRONMENT = 4
 
+EXIT_UNREACHABLE = 5
+
 EXIT_CODES = f"""\
 exit codes:
   {EXIT_OK}  success (verify: every checked checkpoint loads and every file checks out)
@@ -40,6 +42,8 @@ exit codes:
      hadoop-aws and the AWS SDK bundle (the message names the missing classes and the option to add), a
      --packages coordinate Ivy cannot resolve, a LINEAGESTORE_JARS entry that does not exist, matplotlib
      is missing for --plot
+  {EXIT_UNREACHABLE}  the checkpoint's filesystem cannot be reached (an unknown host, a refused or timed-out
+     connection): nothing was read, so nothing is known about the checkpoint; try again when it is reachable
 """
 
 # What a verb runs on: the tools' JVM (lineagestore.jvm.JvmTools: a gateway JVM, or this process's
@@ -68,6 +72,8 @@ class Verb:
     short_lived: bool = False  # reads little: a JVM with the C1 compiler only (lineagestore.jvm.start)
     # the arguments naming checkpoints: their filesystem is checked before the verb runs (s3a:// jars)
     locations: tuple[str, ...] = ("checkpoint",)
+    # those of them that must exist already: a local one that does not is refused before any JVM starts
+    existing: tuple[str, ...] = ("checkpoint",)
     # a check before any JVM starts (e.g. a missing optional package), raising what run() maps to an exit code
     precheck: Callable[[argparse.Namespace], None] | None = None
 
@@ -159,7 +165,7 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from lineagestore._extras import MissingExtra
     from lineagestore.checkpoint import CheckpointError
     from lineagestore.cli.progress import Progress, draws_on
-    from lineagestore.jvm import ToolError, ToolsUnavailable
+    from lineagestore.jvm import FilesystemUnreachable, ToolError, ToolsUnavailable
 
     verb: Verb = args.verb
     prog = f"lineagestore {verb.name}"
@@ -167,6 +173,7 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     progress = Progress(not args.no_progress and draws_on(sys.stderr))
     try:
         jars, packages, repositories = _extra_jars(parser, args)
+        _require_local_paths(verb, args)  # a missing local checkpoint is named before a JVM starts
         if verb.precheck is not None:
             verb.precheck(args)  # fails before a JVM starts
         with _provide(verb, args, hadoop_conf, jars, packages, repositories, progress) as target:
@@ -179,6 +186,10 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         progress.finish()
         print(f"{prog}: error: {e}", file=sys.stderr)
         return EXIT_ENVIRONMENT
+    except FilesystemUnreachable as e:
+        progress.finish()
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return EXIT_UNREACHABLE
     except ToolError as e:
         progress.finish()
         print(f"{prog}: failed: {e}", file=sys.stderr)
@@ -189,6 +200,19 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         return 130
     finally:
         progress.finish()
+
+
+def _require_local_paths(verb: Verb, args: argparse.Namespace) -> None:
+    """``CheckpointError`` (exit 3, the JVM's own wording) for a checkpoint argument that is a local path (or a
+    ``file:`` URI) naming nothing: no JVM is needed to know it."""
+    from lineagestore.checkpoint import CheckpointError
+    from lineagestore.checkpoint.model import local_path
+
+    for name in verb.existing:
+        location = getattr(args, name, None)
+        path = local_path(location) if location else None
+        if path is not None and not path.exists():
+            raise CheckpointError(f"{location} does not exist")
 
 
 def _hadoop_conf(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, str]:
@@ -264,6 +288,27 @@ def _provide(
         yield tools
 
 
+def _start_quiet_jvm(builder: Any) -> None:
+    """Start the session's JVM with its output (Spark's start-up lines, the JVM's own warnings, the stores'
+    warnings: outside a query no StateStoreCoordinator answers) in a temporary file, not on the terminal, as
+    the tools' JVM does (``lineagestore.jvm.tools``); errors still reach the user as exceptions. Nothing to do
+    when this process runs a JVM already."""
+    import tempfile
+
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None:
+        return
+    conf = SparkConf(loadDefaults=False)
+    for key, value in builder._options.items():  # what getOrCreate gives the context: the JVM's settings too
+        conf.set(key, value)
+    log_fd, _ = tempfile.mkstemp(prefix="lineagestore-spark-", suffix=".log")
+    with os.fdopen(log_fd, "wb") as log:
+        gateway = launch_gateway(conf, popen_kwargs={"stdout": log, "stderr": log})
+    SparkContext._ensure_initialized(gateway=gateway)  # getOrCreate's context then runs on that JVM
+
+
 @contextmanager
 def _spark_session(
     hadoop_conf: dict[str, str], jars: list[str], packages: list[str], repositories: list[str]
@@ -283,7 +328,9 @@ def _spark_session(
             builder = builder.config(key, value)
     for k, v in hadoop_conf.items():
         builder = builder.config(f"spark.hadoop.{k}", v)
-    spark = lineagestore.configure(builder).getOrCreate()
+    builder = lineagestore.configure(builder)
+    _start_quiet_jvm(builder)
+    spark = builder.getOrCreate()
     try:
         yield spark
     finally:

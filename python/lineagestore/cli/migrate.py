@@ -4,6 +4,7 @@ keeping its state. It runs on a SparkSession of its own (local[1]): Spark's prov
 from __future__ import annotations
 
 import argparse
+import textwrap
 from typing import Any
 
 from lineagestore.cli.common import EXIT_OK, SPARK, Verb, emit
@@ -14,6 +15,17 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("checkpoint", help="checkpoint directory or URI of a stopped query")
     p.add_argument("--partitions", type=int, metavar="N", help="a new partition count (default: keep it)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def _refuse_early(args: argparse.Namespace) -> None:
+    """A local checkpoint migrate cannot move (already on lineagestore, nothing committed, another provider)
+    is refused from its offset log before Spark starts (seconds); others are checked once Spark runs."""
+    from lineagestore.checkpoint.local_files import LocalFiles
+    from lineagestore.checkpoint.migration import migratable
+    from lineagestore.checkpoint.model import local_path, to_uri
+
+    if local_path(args.checkpoint) is not None:
+        migratable(LocalFiles(), args.checkpoint, to_uri(args.checkpoint))
 
 
 def run(args: argparse.Namespace, spark: Any, progress: Any) -> int:
@@ -39,9 +51,16 @@ VERB = Verb(
     description="Rewrite the state of the last committed batch into lineagestore's format (optionally into "
     "N partitions) and record lineagestore as the provider in a new offset log entry, so that the restarted "
     "query runs on lineagestore. Starts a local SparkSession (Spark's providers read their own files). "
-    "Stop the query first; see docs/repartition.md.",
-    epilog="",
+    "Stop the query first; see docs/repartition.md. Spark's output goes to a temporary file (lineagestore-spark-*.log), not the terminal.",
+    epilog=textwrap.dedent(
+        """\
+            examples:
+              lineagestore migrate /data/checkpoints/clicks                  # keep the partition count
+              lineagestore migrate /data/checkpoints/clicks --partitions 12  # and repartition on the way
+              lineagestore migrate /data/checkpoints/clicks --json"""
+    ),
     arguments=_arguments,
     run=run,
     needs=SPARK,
+    precheck=_refuse_early,
 )

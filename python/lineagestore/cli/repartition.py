@@ -50,7 +50,9 @@ def render(r: dict, width: int | None = None) -> str:
         for w in r["writes"]:
             page.line(w, indent="  ", hanging="    ")
     else:
-        page.line(f"moved {r.get('rowsMoved', 0)} rows in {len(r['stores'])} stores; restart the query")
+        # a store per operator store and partition: 1 operator store into 4 partitions writes 4 stores
+        stores = len(r["stores"]) * r["newPartitions"]
+        page.line(f"moved {r.get('rowsMoved', 0)} rows into {stores} stores; restart the query")
     return page.text()
 
 

@@ -12,6 +12,7 @@ version, so everything above may use it.
 from __future__ import annotations
 
 from lineagestore.jvm.tools import (
+    FilesystemUnreachable,
     JvmTools,
     MissingFilesystem,
     ToolError,
@@ -19,4 +20,11 @@ from lineagestore.jvm.tools import (
     connect,
 )
 
-__all__ = ["JvmTools", "MissingFilesystem", "ToolError", "ToolsUnavailable", "connect"]
+__all__ = [
+    "FilesystemUnreachable",
+    "JvmTools",
+    "MissingFilesystem",
+    "ToolError",
+    "ToolsUnavailable",
+    "connect",
+]

@@ -51,6 +51,21 @@ class ToolError(RuntimeError):
     """A call into the Scala tools failed; the message is the Java exception's (it names the file)."""
 
 
+class FilesystemUnreachable(ToolError):
+    """A call failed because the checkpoint's filesystem cannot be reached (an unknown host, a refused or timed
+    out connection): nothing was read, so nothing is known about the checkpoint."""
+
+
+# Java exceptions (and their subclasses) that mean the filesystem's server was not reached; Hadoop wraps them
+# (hdfs:// an UnknownHostException in an IllegalArgumentException, s3a:// in an SDK exception), so the whole
+# cause chain is looked at.
+_UNREACHABLE = (
+    "java.net.UnknownHostException",
+    "java.net.SocketException",
+    "java.net.SocketTimeoutException",
+)
+
+
 class JvmTools:
     """Typed access to ``CheckpointTools``: every call returns parsed JSON (or text) and turns a Java
     exception into :class:`ToolError` with the Java message."""
@@ -79,6 +94,12 @@ class JvmTools:
         try:
             return getattr(self._tools, name)(*args)
         except Py4JJavaError as e:
+            unreachable = _unreachable_cause(e)
+            if unreachable:
+                raise FilesystemUnreachable(
+                    f"cannot reach the checkpoint's filesystem ({unreachable}): check the URI's host and port, "
+                    f"the network and the --hadoop-conf settings. {_java_message(e)}"
+                ) from None
             raise ToolError(_java_message(e)) from None
         except Py4JError as e:
             raise ToolsUnavailable(
@@ -281,6 +302,23 @@ def _java_message(e: Any) -> str:
         return f"{msg}" if msg else name
     except Exception:
         return str(e)
+
+
+def _unreachable_cause(e: Any) -> str | None:
+    """``class: message`` of the first exception in ``e``'s Java cause chain that means the filesystem was not
+    reached (``_UNREACHABLE`` or a subclass), else None."""
+    try:
+        cause, seen = e.java_exception, 0
+        while cause is not None and seen < 20:
+            cls = cause.getClass()
+            while cls is not None:
+                if cls.getName() in _UNREACHABLE:
+                    return f"{cause.getClass().getName()}: {cause.getMessage()}"
+                cls = cls.getSuperclass()
+            cause, seen = cause.getCause(), seen + 1
+    except Exception:
+        return None
+    return None
 
 
 def _active_jvm() -> Any:

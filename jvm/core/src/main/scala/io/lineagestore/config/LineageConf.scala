@@ -17,14 +17,33 @@ sealed abstract class ConfKind[T](val name: String, val typeName: String, val de
 
 object ConfKind {
 
-  /** A byte count: a decimal 64-bit integer with an optional k/m/g suffix (powers of 1024), e.g. `512m`. */
+  /** A byte count in Spark's byte-string forms (as `spark.*` byte settings, `JavaUtils.byteStringAsBytes`): a
+    * decimal 64-bit integer of bytes, or with a b, k/kb, m/mb, g/gb, t/tb or p/pb suffix (powers of 1024),
+    * e.g. `512m` or `512mb`.
+    */
   case object Size
       extends ConfKind[Long](
         "size",
         "size",
-        "a byte count (an integer, optionally with a k, m or g suffix: powers of 1024)"
+        "a byte count (an integer of bytes, or with a suffix as in Spark's byte settings: b, k or kb, m or mb, " +
+          "g or gb, t or tb, p or pb; powers of 1024)"
       ) {
     def parse(s: String): Option[Long] = scala.util.Try(LineageConf.parseSize(s)).toOption
+    def asLong(v: Long): Option[Long] = Some(v)
+  }
+
+  /** A duration in milliseconds in Spark's time-string forms (as `spark.*` time settings,
+    * `JavaUtils.timeStringAsMs`): a decimal 64-bit integer of milliseconds, or with a us, ms, s, m or min, h
+    * or d suffix, e.g. `30s` or `5min`.
+    */
+  case object Duration
+      extends ConfKind[Long](
+        "duration",
+        "duration",
+        "a duration (an integer of milliseconds, or with a suffix as in Spark's time settings: us, ms, s, " +
+          "m or min, h, d)"
+      ) {
+    def parse(s: String): Option[Long] = scala.util.Try(LineageConf.parseDurationMs(s)).toOption
     def asLong(v: Long): Option[Long] = Some(v)
   }
 
@@ -126,25 +145,61 @@ object LineageConf {
   private def size(name: String, default: Long, doc: String, min: Long) =
     ConfEntry[Long](name, default, doc, ConfKind.Size, min = Some(min))
 
-  private def long(name: String, default: Long, doc: String, min: Long) =
-    ConfEntry[Long](name, default, doc, ConfKind.Long, min = Some(min))
-
   private def int(name: String, default: Int, doc: String, min: Int, max: Int) =
     ConfEntry[Int](name, default, doc, ConfKind.Int, min = Some(min.toLong), max = Some(max.toLong))
 
   private def string(name: String, default: String, doc: String) =
     ConfEntry[String](name, default, doc, ConfKind.Str)
 
-  /** Accepts plain numbers and k/m/g suffixes (powers of 1024), e.g. `512m`. */
-  def parseSize(s: String): Long = {
-    val t = s.trim.toLowerCase
-    val (num, mult) = t.lastOption match {
-      case Some('k') => (t.dropRight(1), 1L << 10)
-      case Some('m') => (t.dropRight(1), 1L << 20)
-      case Some('g') => (t.dropRight(1), 1L << 30)
-      case _         => (t, 1L)
+  private def duration(name: String, default: Long, doc: String, min: Long) =
+    ConfEntry[Long](name, default, doc, ConfKind.Duration, min = Some(min))
+
+  // Spark's suffixes (JavaUtils.byteSuffixes and timeSuffixes), so a value written for a Spark setting means
+  // the same here. Blanks around the number and before the suffix, and a sign, are tolerated besides.
+  private val ByteSuffixes: Map[String, Long] = Map(
+    "" -> 1L,
+    "b" -> 1L,
+    "k" -> (1L << 10),
+    "kb" -> (1L << 10),
+    "m" -> (1L << 20),
+    "mb" -> (1L << 20),
+    "g" -> (1L << 30),
+    "gb" -> (1L << 30),
+    "t" -> (1L << 40),
+    "tb" -> (1L << 40),
+    "p" -> (1L << 50),
+    "pb" -> (1L << 50)
+  )
+  private val TimeSuffixesUs: Map[String, Long] = Map(
+    "" -> 1000L, // a bare number is milliseconds, as in Spark's *Ms settings
+    "us" -> 1L,
+    "ms" -> 1000L,
+    "s" -> 1000L * 1000,
+    "m" -> 60L * 1000 * 1000,
+    "min" -> 60L * 1000 * 1000,
+    "h" -> 60L * 60 * 1000 * 1000,
+    "d" -> 24L * 60 * 60 * 1000 * 1000
+  )
+  private val NumberAndSuffix = """([+-]?[0-9]+)\s*([a-z]*)""".r
+
+  private def numberAndSuffix(s: String, suffixes: Map[String, Long]): (Long, Long) =
+    s.trim.toLowerCase match {
+      case NumberAndSuffix(num, suffix) if suffixes.contains(suffix) => (num.toLong, suffixes(suffix))
+      case _ => throw new NumberFormatException(s"'$s' has no known form")
     }
-    Math.multiplyExact(num.trim.toLong, mult)
+
+  /** A byte count as Spark's byte settings take it: `1048576`, `512k`, `64m`, `64mb`, `1g`, `1gb` ... */
+  def parseSize(s: String): Long = {
+    val (num, mult) = numberAndSuffix(s, ByteSuffixes)
+    Math.multiplyExact(num, mult)
+  }
+
+  /** Milliseconds from a duration as Spark's time settings take it: `1500` (ms), `30s`, `5min`, `5m`, `1h`,
+    * `2d`; microseconds are truncated, as Spark does.
+    */
+  def parseDurationMs(s: String): Long = {
+    val (num, us) = numberAndSuffix(s, TimeSuffixesUs)
+    Math.multiplyExact(num, us) / 1000
   }
 
   val MaxPendingBytes: ConfEntry[Long] = size(
@@ -157,7 +212,7 @@ object LineageConf {
       "the batch with an error naming this key. Keys the batch read and has not written yet are remembered " +
       "within an eighth of it besides. Committed batches waiting for the executor's apply threads to write " +
       "them into RocksDB are bounded by the same amount, executor-wide (the largest value among the " +
-      "executor's stores): a commit past it waits for earlier ones. Accepts k/m/g suffixes.",
+      "executor's stores): a commit past it waits for earlier ones. Accepts Spark's byte forms (64m, 64mb, 1g).",
     min = 1L << 20
   )
   val LocalDir: ConfEntry[String] = string(
@@ -166,7 +221,7 @@ object LineageConf {
     "Executor-local directory for RocksDB instances and frozen snapshots, and for adjunct tables' " +
       "replicas and writers' copies (on the driver or executors). Empty: java.io.tmpdir."
   )
-  val LocalRetentionMs: ConfEntry[Long] = long(
+  val LocalRetentionMs: ConfEntry[Long] = duration(
     "localRetentionMs",
     60L * 60 * 1000,
     "How long a closed store's local RocksDB directory is kept, so that the next provider of the same store " +
@@ -192,7 +247,7 @@ object LineageConf {
     8L << 20,
     "Restores read snapshot files of at least 4 parts as byte ranges of this size, 8 in flight per file " +
       "(parallel ranged GETs on S3), checksummed in order as they arrive. 0 reads every file as one stream. " +
-      "Accepts k/m/g suffixes.",
+      "Accepts Spark's byte forms (64m, 64mb, 1g).",
     min = 0
   )
   val DeltaUploadPartBytes: ConfEntry[Long] = ConfEntry[Long](
@@ -203,7 +258,7 @@ object LineageConf {
       "at the commit. The default is S3's smallest part, so that most of a delta goes up before its commit; " +
       "larger parts mean fewer requests per delta. At most two parts of a store are in flight, so a delta " +
       "holds at most three parts in memory. s3a's own parts (fs.s3a.multipart.size, 64 MiB by default) apply " +
-      "to every other write. Other filesystems ignore it. Accepts k/m/g suffixes.",
+      "to every other write. Other filesystems ignore it. Accepts Spark's byte forms (64m, 64mb, 1g).",
     ConfKind.Size,
     min = Some(5L << 20),
     max = Some(1L << 30)
@@ -219,7 +274,7 @@ object LineageConf {
     min = 1,
     max = Int.MaxValue
   )
-  val CloseUploadTimeoutMs: ConfEntry[Long] = long(
+  val CloseUploadTimeoutMs: ConfEntry[Long] = duration(
     "closeUploadTimeoutMs",
     30000L,
     "How long closing a store (query stop, unload, executor shutdown) waits for its frozen snapshots to " +
@@ -227,7 +282,7 @@ object LineageConf {
       "next commit on the lineage catches up (maxSnapshotLagDeltas). 0 uploads nothing on close.",
     min = 0
   )
-  val OrphanGracePeriodMs: ConfEntry[Long] = long(
+  val OrphanGracePeriodMs: ConfEntry[Long] = duration(
     "orphanGracePeriodMs",
     6L * 60 * 60 * 1000,
     "Age after which a shared blob that no snapshot references is treated as a crash leftover and deleted " +
@@ -245,7 +300,7 @@ object LineageConf {
     "memoryBytes",
     512L << 20,
     "RocksDB memory of all stores of one executor together: one shared block cache, with memtables charged " +
-      "to it (at most half). Read once per executor JVM. Accepts k/m/g suffixes.",
+      "to it (at most half). Read once per executor JVM. Accepts Spark's byte forms (64m, 64mb, 1g).",
     min = 8L << 20
   )
   val WriteBufferBytes: ConfEntry[Long] = size(
@@ -253,7 +308,7 @@ object LineageConf {
     64L << 20,
     "RocksDB memtable size per store (all stores' memtables together stay within half of memoryBytes). Large " +
       "enough to hold the changes of a snapshot interval: a memtable that fills up mid-interval adds an SST and " +
-      "compactions the next snapshot uploads (docs/benchmarks.md, the scale run). Accepts k/m/g suffixes.",
+      "compactions the next snapshot uploads (docs/benchmarks.md, the scale run). Accepts Spark's byte forms (64m, 64mb, 1g).",
     min = 1L << 16
   )
 
@@ -294,15 +349,43 @@ object LineageConf {
     SstCompression
   )
 
-  /** Checks every lineagestore key in `confs`; fails on the first bad value or on an unknown key. */
+  /** Checks every lineagestore key in `confs`; fails on the first bad value or on an unknown key. The one
+    * check: executors run it when a store starts, the driver (LineageSessionExtensions) when a streaming
+    * query is planned, so both say the same.
+    */
   def validate(confs: Map[String, String]): Unit = {
     val known = All.map(_.key).toSet
     confs.keys.filter(_.startsWith(Prefix)).filterNot(known).toSeq.sorted.headOption.foreach { k =>
+      val hint = nearestKey(k).map(n => s" Did you mean $n?").getOrElse("")
       throw new InvalidConfigException(
-        s"unknown configuration key $k. Known keys: ${All.map(_.key).sorted.mkString(", ")}."
+        s"unknown configuration key $k.$hint Known keys: ${All.map(_.key).sorted.mkString(", ")}."
       )
     }
     All.foreach(_.from(confs))
+  }
+
+  /** The known key nearest to `key` by edit distance (ignoring case), if near enough to be a typo of it: at
+    * most a third of the name's letters differ (at least 2 allowed).
+    */
+  def nearestKey(key: String): Option[String] = {
+    val name = key.stripPrefix(Prefix).toLowerCase
+    val (best, distance) = All.map(e => e.key -> editDistance(name, e.name.toLowerCase)).minBy(_._2)
+    if (distance <= math.max(2, name.length / 3)) Some(best) else None
+  }
+
+  /** Levenshtein distance: insertions, deletions and substitutions of one character each count 1. */
+  private def editDistance(a: String, b: String): Int = {
+    var previous = Array.tabulate(b.length + 1)(identity)
+    for (i <- 1 to a.length) {
+      val current = new Array[Int](b.length + 1)
+      current(0) = i
+      for (j <- 1 to b.length) {
+        val substitution = previous(j - 1) + (if (a(i - 1) == b(j - 1)) 0 else 1)
+        current(j) = math.min(substitution, math.min(previous(j), current(j - 1)) + 1)
+      }
+      previous = current
+    }
+    previous(b.length)
   }
 
   /** For callers outside Scala (the Python options' cross-check): null if `value` is allowed for `key`, else
@@ -324,6 +407,12 @@ object LineageConf {
       "From Python, `lineagestore.configure(builder, max_pending_bytes=\"64m\")` or " +
       "`lineagestore.LineageOptions(...)` set these keys with the same checks (field names are the key " +
       "names in snake_case).\n\n" +
+      "Sizes and durations take the forms Spark's own settings take (`256m`, `256mb`, `1g`; `30s`, `5min`, " +
+      "`1h`; a bare number is bytes or milliseconds). Every key under the prefix is checked on the driver " +
+      "when a stateful streaming query is planned, before its first batch runs (by " +
+      "`io.lineagestore.spark.LineageSessionExtensions`, which `lineagestore.configure` installs), and again " +
+      "by each store on the executors: an unknown key fails the query naming the nearest known key (" +
+      "`unknown configuration key ...maxPendingByte. Did you mean ...maxPendingBytes?`).\n\n" +
       "| key | type | default | meaning |\n|---|---|---|---|\n" + rows.mkString("\n") + "\n")
   }
 }

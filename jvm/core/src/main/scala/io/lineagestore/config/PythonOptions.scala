@@ -30,7 +30,7 @@ object PythonOptions {
   }
 
   private def pyType(e: ConfEntry[_]): String = (e.kind: ConfKind[_]) match {
-    case ConfKind.Size                     => "int | str"
+    case ConfKind.Size | ConfKind.Duration => "int | str"
     case ConfKind.Int | ConfKind.Long      => "int"
     case ConfKind.Str | _: ConfKind.Choice => "str"
   }
@@ -110,8 +110,9 @@ object PythonOptions {
        |    \"\"\"lineagestore settings, checked when created with the rules the JVM applies.
        |
        |    Each field is the key ``${LineageConf.Prefix}<name>`` with ``<name>`` in snake_case. A
-       |    bad value raises ``ValueError`` naming the key, the value and what is allowed. Size fields accept an
-       |    ``int`` or a string with a k/m/g suffix (powers of 1024) and hold the number of bytes afterwards.
+       |    bad value raises ``ValueError`` naming the key, the value and what is allowed. Size and duration fields
+       |    accept an ``int`` or a string in Spark's forms (``"256m"``, ``"256mb"``, ``"1g"``; ``"30s"``,
+       |    ``"5min"``, ``"1h"``) and hold the number of bytes or milliseconds afterwards.
        |    Pass it to ``lineagestore.configure(builder, options)``.
        |    \"\"\"
        |

@@ -37,10 +37,10 @@ class ConfigDocsSuite extends AnyFunSuite {
     assert(e4.getMessage.contains("must be at least 8388608"))
   }
 
-  test("kinds parse as declared: sizes take k/m/g, integers do not, overflow is rejected") {
+  test("kinds parse as declared: sizes take Spark's byte suffixes, integers do not, overflow is rejected") {
     assert(ConfKind.Size.parse(" 12 K ").contains(12L << 10))
     assert(ConfKind.Size.parse("1g").contains(1L << 30))
-    assert(ConfKind.Size.parse("1mb").isEmpty)
+    assert(ConfKind.Size.parse("1mb").contains(1L << 20)) // as Spark's byte settings (issue 49)
     assert(ConfKind.Size.parse("9999999999g").isEmpty)
     assert(ConfKind.Long.parse("5k").isEmpty)
     assert(ConfKind.Int.parse("+7").contains(7))

@@ -1,8 +1,10 @@
 package io.lineagestore.spark
 
+import io.lineagestore.config.LineageConf
 import org.apache.spark.sql.SparkSessionExtensions
 import org.apache.spark.sql.catalyst.rules.Rule
 import org.apache.spark.sql.execution.{ColumnarRule, SparkPlan}
+import org.apache.spark.sql.execution.streaming.operators.stateful.StatefulOperator
 import org.apache.spark.sql.execution.streaming.state.lineagestore.LineageTws
 
 /** `spark.sql.extensions=io.lineagestore.spark.LineageSessionExtensions`: lets transformWithState run on
@@ -15,6 +17,9 @@ import org.apache.spark.sql.execution.streaming.state.lineagestore.LineageTws
   * lineagestore; every other plan is left untouched. It is a columnar rule because that is the one hook that
   * runs on streaming plans after the operator's state info is filled in and before whole-stage codegen
   * (planner strategies run after Spark's own TWS strategy and are undone by the state rule's `copy`).
+  *
+  * The same rule checks the session's lineagestore settings ([[LineageConfCheck]]) on the driver when a
+  * stateful streaming query is planned, before its first batch runs any task.
   *
   * The subclasses depend on the exact constructor of Spark's nodes, which changes between minor versions, so
   * the session refuses to start on a Spark whose nodes have another shape ([[TwsShape]]).
@@ -29,9 +34,25 @@ class LineageSessionExtensions extends (SparkSessionExtensions => Unit) {
 private[spark] object LineageTwsColumnarRule extends ColumnarRule {
   private val replace: Rule[SparkPlan] = new Rule[SparkPlan] {
     override val ruleName: String = "LineageTransformWithState"
-    override def apply(plan: SparkPlan): SparkPlan = LineageTws.replaceNodes(plan)
+    override def apply(plan: SparkPlan): SparkPlan = {
+      LineageConfCheck(plan)
+      LineageTws.replaceNodes(plan)
+    }
   }
   override def preColumnarTransitions: Rule[SparkPlan] = replace
+}
+
+/** The driver's check of the `spark.sql.streaming.stateStore.lineagestore.*` keys, with the executors' own
+  * validation ([[LineageConf.validate]]), so a misspelt key or a bad value fails the query on the driver as
+  * it starts (naming the key and the nearest known one) instead of in the first stateful task's executor log.
+  * Only plans of a stateful operator on lineagestore are checked: they are the ones whose stores read the
+  * keys.
+  */
+private[spark] object LineageConfCheck {
+  def apply(plan: SparkPlan): Unit =
+    if (LineageTws.isLineageProvider(plan.conf) && plan.exists(_.isInstanceOf[StatefulOperator])) {
+      LineageConf.validate(plan.conf.getAllConfs.filter { case (k, _) => k.startsWith(LineageConf.Prefix) })
+    }
 }
 
 /** Raised at session start when Spark's transformWithState nodes are not the shape the extension was built
