@@ -95,15 +95,19 @@ object RetentionPlanner {
     * which no clean-up has touched: then all of it is held. Without any base retention removed nothing
     * committed, and the oldest known version is held. A missing file at or above the result is damage; below
     * it, the next clean-up's to delete (a clean-up stopped part-way leaves deltas without their base).
+    * Nothing below a fresh start is on the lineage (a repartition or migrate wrote it; what the commit log
+    * names below it is another lineage, possibly another provider's files under the same names): retention
+    * holds from the fresh start at the lowest.
     *
     * @return
     *   None when no committed version is known
     */
   def heldFrom(
-      committed: Map[Long, String],
+      committedAll: Map[Long, String],
       existing: Seq[CheckpointFile],
       freshStart: Option[CheckpointId] = None
   ): Option[Long] = {
+    val committed = freshStart.fold(committedAll)(f => committedAll.filter(_._1 >= f.version))
     if (committed.isEmpty) return None
     val snapshots = existing.filter(_.kind == Snapshot).map(_.id).toSet
     val deltas = existing.filter(_.kind == Delta).map(_.id).toSet

@@ -147,6 +147,16 @@ class CleanupPlannerSuite extends AnyFunSuite {
     assert(uploading.temporaries.isEmpty)
   }
 
+  test("retention holds from a fresh start at the lowest: below it the commit log names another lineage") {
+    // a migrate's fresh start at version 4; below it the commit log still names the batches of Spark's own
+    // provider, whose snapshot of version 1 carries a name of the same form as ours
+    val committed = (1L to 6L).map(v => v -> s"w$v").toMap
+    val existing = Seq(z(c(1))) ++ (4L to 6L).map(v => d(c(v)))
+    assert(RetentionPlanner.heldFrom(committed, existing, freshStart = Some(c(4))).contains(4L))
+    // without the fresh start known, version 1 would count as a base retention holds from
+    assert(RetentionPlanner.heldFrom(committed, existing).contains(1L))
+  }
+
   test("the temporary of the delta this process is writing stays, at any version and any age") {
     // a re-run from an older version writes a delta at or below the committed head, as an attempt that
     // lost or died did: only the store knows which one it is writing now
