@@ -245,6 +245,7 @@ def test_packages_resolve_from_maven_central(checkpoint):
 def test_unresolvable_packages_are_named(tmp_path):
     settings = tmp_path / "ivysettings.xml"
     settings.write_text(IVY_SETTINGS.replace("{repo}", str(tmp_path / "empty-repo")))
+    (tmp_path / "ckpt").mkdir()  # a path that exists: a missing one is refused before any JVM starts
     out = lineagestore(
         "--packages",
         "org.example:no-such-thing:1.0",
