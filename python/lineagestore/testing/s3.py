@@ -166,11 +166,30 @@ class S3Server:
             self._start_process()
         self._finalizer = weakref.finalize(self, _cleanup, self._proc, self._container, self._workdir)
         try:
-            self.boto3_client().list_buckets()  # the credentials work, not only the health endpoint
+            self._check_credentials()
         except Exception as exc:
             self.stop()
             raise S3ServerError(f"{self!r} started but refused its root credentials: {exc}") from None
         return self
+
+    def _check_credentials(self) -> None:
+        """A ListBuckets with the root credentials: they work, not only the health endpoint. MinIO answers
+        its health endpoint before its object layer is up, and ListBuckets then fails with
+        ``XMinioServerNotInitialized`` (seen on a loaded 2-core machine, past boto3's three retries): that
+        answer is waited out until ``startup_timeout``; any other error is final at once."""
+        from botocore.exceptions import ClientError
+
+        client = self.boto3_client()
+        deadline = time.monotonic() + self.startup_timeout
+        while True:
+            try:
+                client.list_buckets()
+                return
+            except ClientError as e:
+                code = e.response.get("Error", {}).get("Code", "")
+                if code != "XMinioServerNotInitialized" or time.monotonic() >= deadline:
+                    raise
+            time.sleep(0.5)
 
     def _start_process(self) -> None:
         binary = self._binary or minio_binary()
