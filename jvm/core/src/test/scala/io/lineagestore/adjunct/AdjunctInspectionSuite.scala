@@ -9,11 +9,9 @@ import org.apache.hadoop.fs.Path
 import org.scalatest.BeforeAndAfterEach
 import org.scalatest.funsuite.AnyFunSuite
 
-import io.lineagestore.config.LineageConf
-import io.lineagestore.format.StoreIdentity
 import io.lineagestore.lineage.CheckpointId
-import io.lineagestore.storage.HadoopBlobStore
-import io.lineagestore.store.{CheckpointFiles, LineageStore, LocalDirectories, StoreSettings}
+import io.lineagestore.store.LocalDirectories
+import io.lineagestore.testing.LocalStores
 import io.lineagestore.tools.CheckpointTools
 
 /** An adjunct table's commit log and `inspect` over a table written by the real store on a local Hadoop
@@ -29,22 +27,14 @@ class AdjunctInspectionSuite extends AnyFunSuite with BeforeAndAfterEach {
 
   private def table = new File(tmp, "table").toURI.toString
   private def log = new AdjunctTableLog(
-    new HadoopBlobStore(new Path(table), new Configuration(), LineageConf.DeltaUploadPartBytes.default)
+    LocalStores.blobs(table)
   )
 
   private def writeVersions(committed: Int, unfinished: Boolean): Unit = {
-    val store = new LineageStore(
-      new CheckpointFiles(
-        new HadoopBlobStore(
-          new Path(new Path(table), AdjunctTableLog.StoreDir),
-          new Configuration(),
-          LineageConf.DeltaUploadPartBytes.default
-        ),
-        StoreIdentity(0, 0, "default"),
-        pool
-      ),
+    val store = LocalStores.store(
+      new Path(new Path(table), AdjunctTableLog.StoreDir).toString,
       new File(tmp, "local"),
-      StoreSettings.Default
+      pool
     )
     try {
       store.load(CheckpointId.Empty)
@@ -83,7 +73,8 @@ class AdjunctInspectionSuite extends AnyFunSuite with BeforeAndAfterEach {
     // a replica that moved back (a read of an older version) and on: its newest marker counts, not its highest
     log.writeReplica(ReplicaMark("2@127.0.0.3", 5, "u5", 900L, 0L, 2L), 9)
     log.writeReplica(ReplicaMark("2@127.0.0.3", 3, "u3", 950L, 0L, 3L), 10)
-    new HadoopBlobStore(new Path(table), new Configuration(), LineageConf.DeltaUploadPartBytes.default)
+    LocalStores
+      .blobs(table)
       .write(AdjunctTableLog.replicaName("3@torn", 1))(_.write("version=".getBytes("UTF-8")))
     assert(log.replicas().map(r => r.name -> r.version) == Seq("1@127.0.0.2" -> 4L, "2@127.0.0.3" -> 3L))
     val report = CheckpointTools.inspectAdjunctTable(table)
@@ -112,19 +103,13 @@ class AdjunctInspectionSuite extends AnyFunSuite with BeforeAndAfterEach {
   ) {
     log.writeMeta(Map("keySchema" -> "k", "valueSchema" -> "v", AdjunctTableLog.PartitionsKey -> "2"))
     // partition 0 commits at table versions 1 and 3, partition 1 at version 2 only
-    def storeOf(p: Int) = new LineageStore(
-      new CheckpointFiles(
-        new HadoopBlobStore(
-          new Path(new Path(table), AdjunctTableLog.storeDir(p)),
-          new Configuration(),
-          LineageConf.DeltaUploadPartBytes.default
-        ),
-        StoreIdentity(0, p, "default"),
-        pool
-      ),
-      new File(tmp, s"local$p"),
-      StoreSettings.Default
-    )
+    def storeOf(p: Int) =
+      LocalStores.store(
+        new Path(new Path(table), AdjunctTableLog.storeDir(p)).toString,
+        new File(tmp, s"local$p"),
+        pool,
+        p
+      )
     def commitIn(p: Int, from: CheckpointId, uid: String): CheckpointId = {
       val store = storeOf(p)
       try {
@@ -171,7 +156,8 @@ class AdjunctInspectionSuite extends AnyFunSuite with BeforeAndAfterEach {
 
   test("a record lacking a field fails naming the record") {
     log.writeMeta(Map("keySchema" -> "k", "valueSchema" -> "v"))
-    new HadoopBlobStore(new Path(table), new Configuration(), LineageConf.DeltaUploadPartBytes.default)
+    LocalStores
+      .blobs(table)
       .write(AdjunctTableLog.commitName(3))(_.write("version=3\n".getBytes("UTF-8")))
     val e = intercept[Exception](log.commits())
     assert(

@@ -7,17 +7,14 @@ import java.util.concurrent.atomic.{AtomicInteger, AtomicLong}
 
 import scala.jdk.CollectionConverters._
 
-import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
 import org.scalatest.funsuite.AnyFunSuite
 
 import io.lineagestore.config.LineageConf
 import io.lineagestore.adjunct.AdjunctTableLog
-import io.lineagestore.format.StoreIdentity
 import io.lineagestore.lineage.CheckpointId
-import io.lineagestore.storage.HadoopBlobStore
-import io.lineagestore.store.{CheckpointFiles, ColumnFamilies, LineageStore, StoreSettings}
-import io.lineagestore.testing.TempDirs
+import io.lineagestore.store.ColumnFamilies
+import io.lineagestore.testing.{LocalStores, TempDirs}
 
 /** An executor's replica of an adjunct table is read by its concurrent tasks (the readers-writer gate of
   * [[AdjunctReplicas.Replica]] lets every task of the loaded version in together), and a task wanting another
@@ -47,19 +44,7 @@ class ConcurrentReplicaSuite extends AnyFunSuite {
     val pool = Executors.newFixedThreadPool(2)
     // a chain of versions: the first writes every key, each later one rewrites a hundredth of them and deletes
     // a few, so loading the next version replays a small delta and the replica changes version often
-    val writer = new LineageStore(
-      new CheckpointFiles(
-        new HadoopBlobStore(
-          new Path(storePath),
-          new Configuration(),
-          LineageConf.DeltaUploadPartBytes.default
-        ),
-        StoreIdentity(0, 0, "default"),
-        pool
-      ),
-      new File(root, "writer"),
-      StoreSettings.Default
-    )
+    val writer = LocalStores.store(storePath, new File(root, "writer"), pool)
     val D = ColumnFamilies.DefaultId
     val versions =
       try {

@@ -4,17 +4,14 @@ import java.io.File
 import java.nio.charset.StandardCharsets.UTF_8
 import java.util.concurrent.Executors
 
-import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
 import org.scalatest.funsuite.AnyFunSuite
 
 import io.lineagestore.adjunct.AdjunctTableLog
 import io.lineagestore.config.LineageConf
-import io.lineagestore.format.StoreIdentity
 import io.lineagestore.lineage.CheckpointId
-import io.lineagestore.storage.HadoopBlobStore
-import io.lineagestore.store.{CheckpointFiles, ColumnFamilies, LineageStore, StoreSettings}
-import io.lineagestore.testing.TempDirs
+import io.lineagestore.store.ColumnFamilies
+import io.lineagestore.testing.{LocalStores, TempDirs}
 
 /** An executor's replica records the version it holds in the table's markers (what `lineagestore inspect`
   * reports). A marker's write can fail where the replica is valid (Spark kills a task by interrupting it, and
@@ -26,19 +23,7 @@ class ReplicaMarkerSuite extends AnyFunSuite {
     val table = new Path(new File(root, "table").toURI)
     val storePath = new Path(table, AdjunctTableLog.StoreDir).toString
     val pool = Executors.newFixedThreadPool(2)
-    val writer = new LineageStore(
-      new CheckpointFiles(
-        new HadoopBlobStore(
-          new Path(storePath),
-          new Configuration(),
-          LineageConf.DeltaUploadPartBytes.default
-        ),
-        StoreIdentity(0, 0, "default"),
-        pool
-      ),
-      new File(root, "writer"),
-      StoreSettings.Default
-    )
+    val writer = LocalStores.store(storePath, new File(root, "writer"), pool)
     val v1 =
       try {
         writer.load(CheckpointId.Empty)
@@ -46,7 +31,7 @@ class ReplicaMarkerSuite extends AnyFunSuite {
         writer.commit()
       } finally writer.close()
     val markers = new AdjunctTableLog(
-      new HadoopBlobStore(table, new Configuration(), LineageConf.DeltaUploadPartBytes.default)
+      LocalStores.blobs(table.toString)
     )
     val confEntries = Map(LineageConf.LocalDir.key -> new File(root, "local").getPath)
     val replica = AdjunctReplicas.replica(storePath, confEntries, -1)
