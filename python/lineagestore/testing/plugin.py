@@ -15,7 +15,9 @@ standard library, and Spark, MinIO and the s3a jars start or load on first use.
 * ``s3_server`` (session): a started ``lineagestore.testing.s3.S3Server`` (real MinIO on 127.0.0.1):
   ``spark_conf(bucket)``, ``hadoop_conf(bucket)``, ``endpoint``, ``access_key``, ``secret_key``,
   ``boto3_client()``, ``bucket(name)``. The s3a jars go on the session's class path only when a collected
-  test uses it.
+  test uses it. Their first use fetches the jars (690 MB) and, without Docker, builds MinIO (minutes), with
+  progress on the terminal past the output capture (``write_to_terminal``); ``lineagestore-testing
+  prepare-s3`` does both ahead of time.
 * ``s3_bucket``: a fresh bucket, reachable as ``s3a://<name>/`` from ``spark`` during the test.
 * ``s3_stream``: a ``StreamHarness`` whose checkpoint is in ``s3_bucket``.
 * ``cluster`` (session): with ``--lineagestore-cluster=N``, a real multi-executor Spark

@@ -39,11 +39,12 @@ MINIO_COMMIT = "07c3a429bfed433e49018cb0f78a52145d4bedeb"
 MINIO_IMAGE = f"minio/minio:{MINIO_RELEASE}"  # the same release for the testcontainers backend
 # What a cold build costs (measured, docs/testing.md): said before it starts.
 MINIO_BUILD_COST = (
-    "a cold build downloads about 1.2 GB of Go modules and compiles for 3-5 minutes on 2 idle cores "
-    "(longer on a busy machine; minutes less with Go's caches warm)"
+    "a cold build downloads 1.2 GB of Go modules and compiles for about 5 minutes on 2 idle cores (far longer "
+    "on a busy machine; under a minute with Go's caches warm)"
 )
 MINIO_BINARY_MB = 112
 GO_MINIMUM = (1, 21)  # GOTOOLCHAIN=auto: an older go cannot fetch the Go 1.24 MinIO's go.mod asks for
+_GO_NEEDED = f"Go >= {GO_MINIMUM[0]}.{GO_MINIMUM[1]}"
 
 # hadoop-aws for the Hadoop Spark 4.3.0 ships (hadoop-client-api/runtime 3.5.0), and the versions its pom
 # asks for: the AWS SDK v2 bundle (hadoop-project 3.5.0: aws-java-sdk-v2.version) and the analytics
@@ -110,8 +111,8 @@ def find_go() -> tuple[str, str]:
     go = shutil.which("go")
     if go is None:
         raise S3ServerError(
-            f"building MinIO {MINIO_RELEASE} needs Go, which is not on PATH. Install Go >= 1.21 "
-            "(https://go.dev/dl/ or your distribution's golang package), or give a Docker engine and "
+            f"building MinIO {MINIO_RELEASE} needs Go, which is not on PATH. Install {_GO_NEEDED} "
+            "(https://go.dev/dl/ or your distribution's golang package), or run a Docker engine and "
             "`pip install 'testcontainers[minio]'` (the docker backend needs no build), or set "
             "LINEAGESTORE_MINIO to a MinIO server binary you have"
         )
@@ -120,11 +121,11 @@ def find_go() -> tuple[str, str]:
             [go, "env", "GOVERSION"], capture_output=True, text=True, timeout=60, check=True
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError) as exc:
-        raise S3ServerError(f"{go} does not run (`go env GOVERSION`: {exc}); install Go >= 1.21") from None
+        raise S3ServerError(f"{go} does not run (`go env GOVERSION`: {exc}); install {_GO_NEEDED}") from None
     found = re.match(r"go(\d+)\.(\d+)", version)
     if found and (int(found[1]), int(found[2])) < GO_MINIMUM:
         raise S3ServerError(
-            f"{go} is {version}; building MinIO {MINIO_RELEASE} needs Go >= 1.21 (which fetches the Go 1.24 "
+            f"{go} is {version}; building MinIO {MINIO_RELEASE} needs {_GO_NEEDED} (which fetches the Go 1.24 "
             "MinIO asks for by itself): install a newer Go (https://go.dev/dl/)"
         )
     return go, version
@@ -190,7 +191,7 @@ def build_minio(dest: Path | None = None) -> Path:
             last = "\n".join(tail)
             raise S3ServerError(
                 f"building MinIO {MINIO_RELEASE} with `go install {target}` failed (exit {code}) after "
-                f"{duration(ticker.elapsed)}; go's last lines:\n{last}\nIt needs Go >= 1.21 and the Go "
+                f"{duration(ticker.elapsed)}; go's last lines:\n{last}\nIt needs {_GO_NEEDED} and the Go "
                 f"module proxy ({goproxy}) reachable"
             )
         check = subprocess.run([str(built), "--version"], capture_output=True, text=True, timeout=60)
@@ -335,9 +336,11 @@ def _fetch_jar(group: str, artifact: str, version: str, dest: Path) -> None:
 
 def _mvn_copy(coords: str, out_dir: Path, ticker: Ticker) -> None:
     """``mvn dependency:copy`` of ``coords`` into ``out_dir``; Maven shows no byte count in batch mode, so
-    the ticker says the bytes of the artifact's files growing in the default local repository."""
+    the ticker says the bytes of the artifact's files growing in the default local repository (or that
+    the jar is already there and Maven is starting)."""
     group, artifact, version = coords.split(":")
     local = Path.home() / ".m2" / "repository" / group.replace(".", "/") / artifact / version
+    in_local_repo = (local / f"{artifact}-{version}.jar").is_file()
     cmd = [
         shutil.which("mvn") or "mvn",
         "-q",
@@ -356,6 +359,9 @@ def _mvn_copy(coords: str, out_dir: Path, ticker: Ticker) -> None:
                     proc.wait(timeout=1.0)
                 except subprocess.TimeoutExpired:
                     pass
+                if in_local_repo:
+                    ticker.tick(f"copying from {local} (most of it Maven's start-up)")
+                    continue
                 so_far = sum(
                     p.stat().st_size for p in local.glob(f"{artifact}-{version}.jar*") if p.is_file()
                 )
