@@ -4,6 +4,7 @@ fetch or build reaching the terminal through pytest's output capture."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -67,6 +68,20 @@ def test_without_go_prepare_says_what_to_install_before_fetching_anything(tmp_pa
     assert "needs Go, which is not on PATH. Install Go >= 1.21" in proc.stderr
     assert "LINEAGESTORE_MINIO" in proc.stderr and "testcontainers[minio]" in proc.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(shutil.which("go") is None, reason="needs go on PATH")
+def test_a_failed_build_quotes_go_and_leaves_nothing_in_the_cache(tmp_path):
+    # the real go, with the module proxy off and an empty module cache: it fails at once, as offline
+    proc = _prepare(
+        LINEAGESTORE_CACHE=str(tmp_path / "cache"), GOMODCACHE=str(tmp_path / "mod"), GOPROXY="off"
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"building MinIO {s3_setup.MINIO_RELEASE} with `go install" in proc.stderr
+    assert "failed (exit 1)" in proc.stderr and "module lookup disabled by GOPROXY=off" in proc.stderr
+    assert "the Go module proxy (off) reachable" in proc.stderr
+    left = [p for p in (tmp_path / "cache").rglob("*") if not p.is_dir()]
+    assert left == [] and not list((tmp_path / "cache" / "minio" / s3_setup.MINIO_RELEASE).iterdir())
 
 
 PROGRESS_TEST = """

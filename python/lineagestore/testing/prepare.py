@@ -142,7 +142,7 @@ def _obtain_minio(minio: Item, backend: str) -> None:
         if proc.returncode != 0:
             raise setup.S3ServerError(f"docker pull {setup.MINIO_IMAGE} failed (exit {proc.returncode})")
     else:
-        setup.build_minio()
+        setup.build_minio(hint_ahead=False)
 
 
 def _report(items: list[Item], backend: str) -> None:
@@ -183,7 +183,7 @@ def prepare_s3(check: bool = False) -> int:
             if not items[0].present:
                 _obtain_minio(items[0], backend)
             if not all(it.present for it in items[1:-1]):
-                setup.s3a_jars()
+                setup.s3a_jars(hint_ahead=False)
         except setup.S3ServerError as exc:
             _report([minio_item(backend), *jar_items(), boto3_item()], backend)
             print(f"cannot prepare the S3 fixtures: {exc}", file=sys.stderr)

@@ -154,9 +154,10 @@ def _minio_ldflags() -> str:
     )
 
 
-def build_minio(dest: Path | None = None) -> Path:
+def build_minio(dest: Path | None = None, *, hint_ahead: bool = True) -> Path:
     """Build MinIO ``MINIO_RELEASE`` with ``go install`` from the Go module proxy into ``dest`` (default
-    ``minio_cache_path()``), saying what it does and how far it is; returns ``dest``.
+    ``minio_cache_path()``), saying what it does and how far it is (and, with ``hint_ahead``, which command
+    does it ahead of time); returns ``dest``.
 
     ``go install module@version`` works for MinIO because its go.mod has no replace directives. The build
     goes to a private directory first and is renamed into place, so a concurrent or interrupted build never
@@ -172,7 +173,8 @@ def build_minio(dest: Path | None = None) -> Path:
         f"{go_version}, modules from {goproxy or 'the Go module proxy'} into {modcache or 'GOMODCACHE'}"
     )
     say(f"{PREFIX}: {MINIO_BUILD_COST}; the binary (about {MINIO_BINARY_MB} MB) goes to {dest}")
-    say(f"{PREFIX}: to do this ahead of time, run {PREPARE_HINT}")
+    if hint_ahead:
+        say(f"{PREFIX}: to do this ahead of time, run {PREPARE_HINT}")
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=".build-"))
     try:
@@ -288,25 +290,26 @@ def s3a_jar_path(artifact: str, version: str) -> Path:
     return s3a_dir() / f"{artifact}-{version}.jar"
 
 
-def s3a_jars(fetch: bool = True) -> list[str]:
+def s3a_jars(fetch: bool = True, *, hint_ahead: bool = True) -> list[str]:
     """Local paths of hadoop-aws 3.5.0, the AWS SDK v2 bundle and the analytics accelerator it needs.
 
     Fetched once from Maven Central into ``s3a_dir()`` (with ``mvn dependency:copy`` when Maven is
     installed, so its settings and ~/.m2 serve; else over HTTPS, checked against the SHA-1 Maven Central
-    publishes); the bundle is 686 MB. Put them on ``spark.jars`` before the session starts.
+    publishes); the bundle is 686 MB, and a fetch says so first (naming the command that fetches ahead of
+    time unless ``hint_ahead`` is False). Put them on ``spark.jars`` before the session starts.
     """
     missing = [a for a in S3A_ARTIFACTS if not s3a_jar_path(a[1], a[2]).is_file()]
     if missing and not fetch:
         path = s3a_jar_path(missing[0][1], missing[0][2])
         raise S3ServerError(f"{path} is missing; fetch the s3a jars from Maven Central with {PREPARE_HINT}")
     if missing:
-        _announce_fetch(missing)
+        _announce_fetch(missing, hint_ahead)
         for group, artifact, version in missing:
             _fetch_jar(group, artifact, version, s3a_jar_path(artifact, version))
     return [str(s3a_jar_path(artifact, version)) for _, artifact, version in S3A_ARTIFACTS]
 
 
-def _announce_fetch(missing: list[tuple[str, str, str]]) -> None:
+def _announce_fetch(missing: list[tuple[str, str, str]], hint_ahead: bool) -> None:
     total = sum(S3A_SIZES.get(artifact, 0) for _, artifact, _ in missing)
     names = ", ".join(f"{g}:{a}:{v} ({megabytes(S3A_SIZES.get(a, 0))})" for g, a, v in missing)
     how = (
@@ -317,7 +320,7 @@ def _announce_fetch(missing: list[tuple[str, str, str]]) -> None:
     say(f"{PREFIX}: fetching the jars Spark needs for s3a:// (once), {megabytes(total)} {how}: {names}")
     say(
         f"{PREFIX}: they go to {s3a_dir()}; about {duration(total / 40e6)} at 40 MB/s, minutes on a slow "
-        f"link. To do this ahead of time, run {PREPARE_HINT}"
+        f"link.{f' To do this ahead of time, run {PREPARE_HINT}' if hint_ahead else ''}"
     )
 
 
