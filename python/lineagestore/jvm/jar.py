@@ -21,6 +21,6 @@ def jar_path() -> str:
         raise FileNotFoundError(
             f"the lineagestore-spark jar is missing: {path} does not exist. "
             "Reinstall the package from a wheel (pip install lineagestore) or, in a source checkout, "
-            "run `pip install .` (or dev/test / dev/demo), which builds the jar with dev/sbt and bundles it."
+            "run `pip install .`, which builds the jar with sbt and bundles it."
         )
     return str(path)

@@ -15,7 +15,9 @@ standard library, and Spark, MinIO and the s3a jars start or load on first use.
 * ``s3_server`` (session): a started ``lineagestore.testing.s3.S3Server`` (real MinIO on 127.0.0.1):
   ``spark_conf(bucket)``, ``hadoop_conf(bucket)``, ``endpoint``, ``access_key``, ``secret_key``,
   ``boto3_client()``, ``bucket(name)``. The s3a jars go on the session's class path only when a collected
-  test uses it.
+  test uses it. Their first use fetches the jars (690 MB) and, without Docker, builds MinIO (minutes), with
+  progress on the terminal past the output capture (``write_to_terminal``); ``lineagestore-testing
+  prepare-s3`` does both ahead of time.
 * ``s3_bucket``: a fresh bucket, reachable as ``s3a://<name>/`` from ``spark`` during the test.
 * ``s3_stream``: a ``StreamHarness`` whose checkpoint is in ``s3_bucket``.
 * ``cluster`` (session): with ``--lineagestore-cluster=N``, a real multi-executor Spark
@@ -37,6 +39,39 @@ import pytest
 
 S3_FIXTURES = ("s3_server", "s3_bucket", "s3_stream", "s3_faults")
 _s3a_error: str | None = None
+_config: pytest.Config | None = None  # the running session's, for write_to_terminal
+
+
+def pytest_configure(config):
+    global _config
+    _config = config
+
+
+def pytest_unconfigure(config):
+    global _config
+    _config = None
+
+
+def write_to_terminal(line: str) -> bool:
+    """Write ``line`` on pytest's terminal with output capture suspended for it; False when no terminal
+    reporter runs (e.g. an xdist worker), for the caller to fall back to stderr.
+
+    ``lineagestore.testing.progress.say`` calls this: a fixture that fetches the s3a jars or builds MinIO
+    for minutes then says so as it happens instead of looking hung, and the line is not kept in the test's
+    captured output (which pytest shows only for a failed test)."""
+    config = _config
+    if config is None:
+        return False
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None:
+        return False
+    capman = config.pluginmanager.get_plugin("capturemanager")
+    if capman is None:
+        reporter.write_line(line)
+    else:
+        with capman.global_and_fixture_disabled():
+            reporter.write_line(line)
+    return True
 
 
 def _uses(session: pytest.Session, names: tuple[str, ...]) -> bool:

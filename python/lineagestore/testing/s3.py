@@ -20,8 +20,8 @@ Where the server comes from (``backend``, or the ``LINEAGESTORE_S3_BACKEND`` env
 * ``"docker"``: MinIO through testcontainers (``pip install testcontainers[minio]``);
 * ``"process"``: a MinIO binary started as a local process. The binary is ``$LINEAGESTORE_MINIO`` if set,
   else the one cached under ``$LINEAGESTORE_CACHE/minio/<release>/minio`` (default cache
-  ``~/.cache/lineagestore``), else it is built once with ``go install`` from the Go module proxy
-  (``dev/s3server.sh`` in a source checkout; the same pinned release otherwise);
+  ``~/.cache/lineagestore``), else it is built once with ``go install`` from the Go module proxy (minutes,
+  with progress on the terminal; ``lineagestore-testing prepare-s3`` builds it ahead of time);
 * ``"auto"`` (default): ``docker`` when ``docker info`` answers and testcontainers is installed, else
   ``process``.
 
@@ -63,10 +63,13 @@ from lineagestore.testing.s3_setup import (  # noqa: F401  (re-exported: the pub
     MINIO_RELEASE,
     S3A_ARTIFACTS,
     S3ServerError,
+    build_minio,
     cache_dir,
     choose_backend,
     docker_available,
     minio_binary,
+    minio_cache_path,
+    s3a_dir,
     s3a_jars,
 )
 

@@ -1,9 +1,9 @@
 """Runs a command with a real S3 server up: the JVM suites' way to a server started by the test harness.
 
-    python -m lineagestore.testing.with_s3 dev/sbt "core/test"
+    python -m lineagestore.testing.with_s3 COMMAND [ARGS...]     # e.g. sbt "core/test"
 
-Starts ``S3Server`` (MinIO, as for the Python suites), creates one bucket, fetches the s3a jars if needed,
-runs the command with
+Starts ``S3Server`` (MinIO, as for the Python suites; built first if needed), creates one bucket, fetches
+the s3a jars if needed (``lineagestore-testing prepare-s3`` does both ahead of time), runs the command with
 
 * ``LINEAGESTORE_TEST_S3``: a properties file (mode 0600, deleted afterwards) with ``bucket=<name>`` and one
   ``hadoop.<key>=<value>`` line per s3a setting of ``S3Server.hadoop_conf(bucket)``, the credentials
