@@ -138,14 +138,52 @@ def recorded_conf(tools: JvmTools, uri: str, offsets: list[int]) -> tuple[str | 
     return path, {}
 
 
-def offsets_with_conf(tools: JvmTools, src: str, conf: dict[str, str]) -> str:
+# The field of an offset entry's metadata line that marks the batch as a rewrite of the state (repartition,
+# migrate) which ran no query: its value is {"operation": "repartition" | "migrate"}. Spark reads the line
+# into OffsetSeqMetadata and ignores fields it does not know; the query's next batch writes its own line
+# without it. docs/format.md, "Rewrite batches".
+REWRITE_FIELD = "lineagestoreRewrite"
+
+
+def offsets_with_conf(tools: JvmTools, src: str, conf: dict[str, str], rewrite: str | None = None) -> str:
     """The text of offset entry ``src`` with ``conf`` set in its recorded settings: what the next batch's
-    entry of a repartition or migration holds. The source offsets (every later line) are kept byte for byte,
-    so the next batch reads on from them."""
+    entry of a repartition or migration holds, marked as a rewrite batch by ``rewrite`` (the operation). The
+    source offsets (every later line) are kept byte for byte, so the next batch reads on from them."""
     version, rest = read_log_entry(tools, src)
     meta = read_log_json(tools, src)
     meta.setdefault("conf", {}).update(conf)
+    if rewrite is not None:
+        meta[REWRITE_FIELD] = {"operation": rewrite}
     return "\n".join([version, json.dumps(meta, separators=(",", ":"))] + rest[1:])
+
+
+def rewrite_operation(tools: JvmTools, uri: str, batch: int) -> str | None:
+    """What rewrote the state at batch ``batch`` ("repartition", "migrate"), or None for a batch the query ran.
+    A batch is a rewrite batch if ``offsets/<batch>`` carries :data:`REWRITE_FIELD`, or (what Spark's own
+    offline repartition and lineagestore before the field wrote) if it has the same source offsets as
+    ``offsets/<batch-1>`` and records another partition count or state store provider: a batch the query runs
+    keeps both, as Spark restores them from the offset log."""
+    try:
+        _, new = read_log_entry(tools, f"{uri}/offsets/{batch}")
+        new_meta = json.loads(new[0])
+    except (CheckpointError, json.JSONDecodeError):
+        return None
+    marked = new_meta.get(REWRITE_FIELD) if isinstance(new_meta, dict) else None
+    if isinstance(marked, dict) and marked.get("operation"):
+        return str(marked["operation"])
+    try:
+        _, old = read_log_entry(tools, f"{uri}/offsets/{batch - 1}")
+        old_meta = json.loads(old[0])
+    except (CheckpointError, json.JSONDecodeError):
+        return None
+    if new[1:] != old[1:] or not isinstance(old_meta, dict):
+        return None
+    new_conf, old_conf = new_meta.get("conf") or {}, old_meta.get("conf") or {}
+    if new_conf.get(PROVIDER_KEY) != old_conf.get(PROVIDER_KEY):
+        return "migrate"
+    if new_conf.get(SHUFFLE_PARTITIONS) != old_conf.get(SHUFFLE_PARTITIONS):
+        return "repartition"
+    return None
 
 
 def commit_with_ids(tools: JvmTools, src: str, unique_ids: dict[str, Any], version: str | None = None) -> str:
