@@ -23,6 +23,7 @@ import pytest
 from pyspark.errors import StreamingQueryException
 
 from lineagestore import repartition as rp
+from lineagestore.checkpoint import CheckpointError
 from lineagestore.checkpoint.migration import migrate
 from lineagestore.cli.repartition import render
 from lineagestore.jvm import connect
@@ -156,6 +157,10 @@ def test_crash_after_commit_then_rerun_with_file_sink(spark, tools, tmp_path):
         q.run()
     assert "BATCH_METADATA_NOT_FOUND" in str(failed.value) and "_spark_metadata/4" in str(failed.value)
 
+    with pytest.raises(
+        CheckpointError, match="_spark_metadata does not exist: .* is not the path of a query"
+    ):
+        rp.repartition(tools, str(q.checkpoint), 3, file_sink=str(q.harness.input_dir("in")))
     out = rp.repartition(
         tools, str(q.checkpoint), 3, file_sink=str(q.out), file_sink_compact_interval=INTERVAL
     )

@@ -62,7 +62,8 @@ VERB = Verb(
     description="Rewrite the state of the last committed batch into lineagestore's format (optionally into "
     "N partitions) and record lineagestore as the provider in a new offset log entry, so that the restarted "
     "query runs on lineagestore. Starts a local SparkSession (Spark's providers read their own files). "
-    "Stop the query first; see docs/repartition.md. Spark's output goes to a temporary file (lineagestore-spark-*.log), not the terminal.",
+    "Stop the query first; see docs/repartition.md. A query writing through Spark's file sink needs "
+    "--file-sink (its log gets the new batch's entry after the commit). Spark's output goes to a temporary file (lineagestore-spark-*.log), not the terminal.",
     epilog=textwrap.dedent(
         """\
             examples:

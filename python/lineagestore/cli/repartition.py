@@ -76,7 +76,9 @@ VERB = Verb(
             batch (offsets/<B+1> with spark.sql.shuffle.partitions=N, then commits/<B+1>), as Spark 4.3's
             own offline repartition does for its provider. Every key lands where Spark's shuffle sends it.
             Nothing already written is changed or deleted; a crash leaves the old checkpoint (plus orphan
-            files for gc), and running the command again finishes the job. Stop the query first."""
+            files for gc), and running the command again finishes the job. Stop the query first. A query
+            writing through Spark's file sink needs --file-sink: the sink's log gets the new batch's entry
+            after the commit (docs/repartition.md, "Spark's file sink")."""
     ),
     epilog=textwrap.dedent(
         """\
