@@ -131,6 +131,8 @@ def test_repartition_with_file_sink_through_compactions(spark, tools, tmp_path):
     q.add(6)
     q.run()  # batches 9 .. 14: compactions at 11 and 14
     assert "11.compact" in q.entries() and q.entries()[-1] == "14.compact"
+    # Spark's compaction at 11 read 8.compact and wrote its entries again: the same lines, byte for byte
+    assert q.entry_lines("11.compact")[: len(expected_8)] == expected_8
     q.assert_output_exact()
 
 

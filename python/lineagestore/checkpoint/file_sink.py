@@ -13,8 +13,11 @@ an entry written before would make the file sink skip a real batch ``B + 1`` run
 a batch its sink log already has). It writes only missing entries, so running it again changes nothing.
 
 Entries a sink's ``retention`` option would drop are kept: Spark drops them at its next compaction.
-Spark's file sink log's format and rules are Spark's (``CompactibleFileStreamLog``); which batch is a
-compaction batch is asked of Spark's own code through the JVM.
+Spark's file sink log's format and rules are Spark's (``CompactibleFileStreamLog``): which batch is a
+compaction batch and which interval a log's compact files imply are asked of Spark's own code through the
+JVM. Spark's ``FileStreamSinkLog`` itself is not used to write, as it needs a SparkSession, which
+``repartition``'s JVM does not run; the entries it would re-serialize are Spark's own lines, copied as they
+are, so the result is the same bytes.
 """
 
 from __future__ import annotations
