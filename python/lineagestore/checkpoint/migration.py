@@ -71,7 +71,10 @@ def migratable(files: Any, path: str, uri: str) -> tuple[int, dict[str, str], st
     conf = offset_conf(files, f"{uri}/offsets/{last}")
     provider = conf.get(PROVIDER_KEY, SPARK_PROVIDERS[1])  # Spark's default when none is recorded
     if provider == PROVIDER_CLASS:
-        raise CheckpointError(f"{path} already runs on lineagestore; use `lineagestore repartition`")
+        raise CheckpointError(
+            f"{path} already runs on lineagestore; use `lineagestore repartition` (or, to write the missing "
+            "entries of the query's file sink log after a migrate, give --file-sink)"
+        )
     if provider not in SPARK_PROVIDERS:
         raise CheckpointError(
             f"{path} was written by {provider}: migrate reads Spark's HDFS and RocksDB providers only"
