@@ -492,3 +492,142 @@ def test_migrate_refuses_a_lineagestore_checkpoint_before_spark_starts(base, tmp
     )
     assert out.returncode == EXIT_BAD_CHECKPOINT, out.stderr
     assert "already runs on lineagestore; use `lineagestore repartition`" in out.stderr
+
+
+# ---- inspect --plot: damage and rewrites marked (issue 49) ----------------------------------------------------
+
+
+def _marks(fig) -> dict[str, list[tuple[str, float]]]:
+    """The lineage figure's marks by gid: (panel's store, x) for each damage cross and rewrite line."""
+    out: dict[str, list[tuple[str, float]]] = {}
+    for ax in fig.axes:
+        store = ax.get_title(loc="left").split()[0]
+        for line in ax.get_lines():
+            if line.get_gid():
+                out.setdefault(line.get_gid(), []).append((store, float(line.get_xdata()[0])))
+    return out
+
+
+def _legend(fig) -> list[str]:
+    return [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+
+
+def test_inspect_plot_of_a_healthy_checkpoint_marks_no_damage_and_no_rewrite(base):
+    pytest.importorskip("matplotlib")
+    from lineagestore.cli.plot import lineage_figure
+
+    report = inspect_json(base[1])
+    assert report["rewrites"] == []
+    assert all(c["damaged"] == [] for s in report["stores"] for c in s["checkpoints"])
+    fig = lineage_figure(report)
+    assert _marks(fig) == {}
+    assert not any("damaged" in t or "rewritten" in t for t in _legend(fig))
+
+
+def test_inspect_plot_marks_damaged_files_and_the_repartition_batch(copy, tmp_path):
+    pytest.importorskip("matplotlib")
+    from lineagestore.cli.plot import REWRITE_LABEL, lineage_figure
+    from lineagestore.testing.faults import flip_in_place
+
+    rc, out, err = run_cli(["repartition", str(copy), "--partitions", "3"])  # batch 5: state version 6
+    assert rc == EXIT_OK, out + err
+    # a disk fault in two delta headers (inspect reads headers), each .crc sidecar kept: the new partition's
+    # fresh start, which every later batch needs (an error), and partition 1's last delta before the
+    # repartition, which no retained batch needs (below the fresh start: a note)
+    needed = flip_in_place(next((copy / "state" / "0" / "2").glob("6_*.delta")), 12)
+    not_needed = flip_in_place(next((copy / "state" / "0" / "1").glob("5_*.delta")), 12)
+
+    rc, out, err = run_cli(["inspect", str(copy), "--json"])
+    assert rc == EXIT_PROBLEMS, err
+    report = json.loads(out)
+    assert report["rewrites"] == [
+        {
+            "batch": 5,
+            "version": 6,
+            "kind": "repartition",
+            "oldPartitions": 2,
+            "newPartitions": 3,
+            "fromProvider": None,
+        }
+    ]
+    damaged = {
+        (s["path"], d["file"], d["needed"])
+        for s in report["stores"]
+        for c in s["checkpoints"]
+        for d in c["damaged"]
+    }
+    assert damaged == {("state/0/2", needed.name, True), ("state/0/1", not_needed.name, False)}
+
+    fig = lineage_figure(report)
+    marks = _marks(fig)
+    assert marks["damage-error"] == [("state/0/2", 6.0)]
+    assert marks["damage-note"] == [("state/0/1", 5.0)]
+    # the rewrite: a line just before version 6 in every panel, named at the top
+    assert sorted(marks["rewrite"]) == [("state/0/0", 5.5), ("state/0/1", 5.5), ("state/0/2", 5.5)]
+    labels = [t.get_text() for t in fig.axes[0].texts if t.get_gid() == "rewrite-label"]
+    assert labels == ["batch 5: repartition 2 -> 3 partitions"]
+    legend = _legend(fig)
+    assert "damaged, a retained batch needs it (error)" in legend
+    assert "damaged, no retained batch needs it (note)" in legend
+    assert REWRITE_LABEL in legend
+    assert "(1 needed)" in fig.axes[2].get_title(loc="left")
+
+    png = tmp_path / "lineage.png"
+    rc, out, err = run_cli(["inspect", str(copy), "--plot", str(png)])
+    assert rc == EXIT_PROBLEMS and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", err
+    assert "rewritten    batch 5 (state version 6): repartition 2 -> 3 partitions" in out
+
+
+def test_inspect_plot_marks_the_batch_a_migrate_rewrote(spark, tmp_path, monkeypatch):
+    """A query run one batch on Spark's HDFS provider, then migrated onto lineagestore (2 -> 3 partitions):
+    its batch 1 is named "migrated from HDFSBackedStateStoreProvider", with the partition counts."""
+    pytest.importorskip("matplotlib")
+    from lineagestore.checkpoint import migrate
+    from lineagestore.checkpoint.migration import SPARK_PROVIDERS
+    from lineagestore.cli.plot import lineage_figure
+
+    spark_hdfs = {  # Spark's HDFS provider, which writes checkpoint format version 1 only
+        "spark.sql.streaming.stateStore.providerClass": SPARK_PROVIDERS[1],
+        "spark.sql.streaming.stateStore.checkpointFormatVersion": "1",
+    }
+    ours = {k: spark.conf.get(k) for k in spark_hdfs}
+    source, checkpoint = tmp_path / "input", tmp_path / "checkpoint"
+    source.mkdir()
+    _write_input(source, 0)
+    for k, v in spark_hdfs.items():
+        spark.conf.set(k, v)
+    try:
+        query = _start(spark, source, checkpoint, {})
+        try:
+            query.processAllAvailable()
+        finally:
+            query.stop()
+    finally:
+        for k, v in ours.items():
+            spark.conf.set(k, v)
+    assert migrate(spark, str(checkpoint), 3)["rowsMoved"] == USERS
+
+    report = inspect_json(checkpoint)
+    assert report["rewrites"] == [
+        {
+            "batch": 1,
+            "version": 2,
+            "kind": "migrate",
+            "oldPartitions": 2,
+            "newPartitions": 3,
+            "fromProvider": SPARK_PROVIDERS[1],
+        }
+    ]
+    fig = lineage_figure(report)
+    labels = [t.get_text() for t in fig.axes[0].texts if t.get_gid() == "rewrite-label"]
+    assert labels == ["batch 1: migrated from HDFSBackedStateStoreProvider, 2 -> 3 partitions"]
+    assert sorted(_marks(fig)["rewrite"]) == [(f"state/0/{p}", 1.5) for p in range(3)]
+    monkeypatch.setenv("COLUMNS", "80")
+    rc, out, _ = run_cli(["inspect", str(checkpoint)])
+    assert rc == EXIT_OK
+    assert max(len(line) for line in out.splitlines()) <= 80, out
+    text = " ".join(line.strip() for line in out.splitlines())
+    assert (
+        "rewritten batch 1 (state version 2): migrated from HDFSBackedStateStoreProvider, 2 -> 3 partitions"
+        in (" ".join(text.split()))
+    )

@@ -3,9 +3,10 @@ sizes) and the damage seen on the way, as the JSON-able report ``lineagestore in
 
 from __future__ import annotations
 
+from lineagestore.checkpoint.migration import SPARK_PROVIDERS
 from lineagestore.checkpoint.model import Checkpoint
 from lineagestore.checkpoint.progress import NO_PROGRESS, Progress
-from lineagestore.checkpoint.spark_files import operator_kind
+from lineagestore.checkpoint.spark_files import PROVIDER_KEY, SHUFFLE_PARTITIONS, operator_kind, restated_conf
 from lineagestore.jvm import JvmTools
 
 TOTAL_KEYS = (
@@ -34,6 +35,7 @@ def inspect(tools: JvmTools, cp: Checkpoint, progress: Progress = NO_PROGRESS) -
     for s in cp.stores:
         r = tools.inspect_store(s, s.commit_log())
         r["path"] = s.path
+        mark_damage(r)
         reports.append(r)
         progress.step(s.path)
     progress.finish()
@@ -63,6 +65,7 @@ def inspect(tools: JvmTools, cp: Checkpoint, progress: Progress = NO_PROGRESS) -
             for op, names in cp.operators.items()
         ],
         "stores": reports,
+        "rewrites": state_rewrites(tools, cp, reports),
         "totals": totals,
         "notes": cp.notes,
     }
@@ -87,4 +90,61 @@ def inspect_problems(reports: list[dict]) -> list[dict]:
                         "message": f"{zip_name} references missing blobs: " + ", ".join(snap["missingBlobs"]),
                     }
                 )
+    return out
+
+
+def mark_damage(store: dict) -> None:
+    """Give every checkpoint of a store report its ``damaged`` files: ``{"file", "needed"}`` per unreadable
+    delta header or snapshot index, and per snapshot whose blobs are gone. ``needed`` is the JVM's judgement
+    (a retained committed batch needs it: an error; else a note), read from where the JVM put it: a damaged
+    file it lists under ``damageNotNeeded`` is not needed, any other is; a snapshot carries ``needed``."""
+    not_needed = {(d["version"], d["uniqueId"], d["file"]) for d in store.get("damageNotNeeded", [])}
+    snapshots = {(s["version"], s["uniqueId"]): s for s in store["snapshots"]}
+    for c in store["checkpoints"]:
+        v, uid = c["version"], c["uniqueId"]
+        damaged = []
+        if c.get("error"):  # the delta's header (its lineage) cannot be read
+            delta = f"{v}_{uid}.delta"
+            damaged.append({"file": delta, "needed": (v, uid, delta) not in not_needed})
+        snap = snapshots.get((v, uid))
+        if snap and (snap.get("error") or snap.get("missingBlobs")):
+            zip_name = f"{v}_{uid}.zip"
+            needed = (v, uid, zip_name) not in not_needed if snap.get("error") else snap.get("needed", True)
+            damaged.append({"file": zip_name, "needed": needed})
+        c["damaged"] = damaged
+
+
+def state_rewrites(tools: JvmTools, cp: Checkpoint, reports: list[dict]) -> list[dict]:
+    """The batches that rewrote the whole state (a ``repartition`` or a ``migrate``: docs/repartition.md),
+    oldest first. Such a batch restates the previous batch's offsets and commits stores that start afresh
+    (``freshStart``: the lineage starts from the empty state there, which a running query never writes); its
+    offset entry says what changed: the partition count (``oldPartitions`` -> ``newPartitions``) or, for a
+    migrate, the provider (``fromProvider``, the one the previous entry records; Spark's default when it
+    records none). A fresh start whose offset entries do not tell is reported with ``kind`` "fresh start"."""
+    batches = sorted(
+        {
+            c["batchId"]
+            for r in reports
+            for c in r["checkpoints"]
+            if c.get("freshStart") and c["status"] == "committed" and c["batchId"] is not None
+        }
+    )
+    out = []
+    for b in batches:
+        confs = restated_conf(tools, cp.uri, b)
+        old, new = confs if confs is not None else ({}, {})
+        old_provider = old.get(PROVIDER_KEY, SPARK_PROVIDERS[1])  # Spark's default when none is recorded
+        migrated = confs is not None and new.get(PROVIDER_KEY, SPARK_PROVIDERS[1]) != old_provider
+        old_n, new_n = old.get(SHUFFLE_PARTITIONS), new.get(SHUFFLE_PARTITIONS)
+        repartitioned = confs is not None and old_n != new_n
+        out.append(
+            {
+                "batch": b,
+                "version": b + 1,
+                "kind": "migrate" if migrated else "repartition" if repartitioned else "fresh start",
+                "oldPartitions": int(old_n) if old_n is not None else None,
+                "newPartitions": int(new_n) if new_n is not None else None,
+                "fromProvider": old_provider if migrated else None,
+            }
+        )
     return out

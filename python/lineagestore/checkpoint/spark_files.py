@@ -343,20 +343,29 @@ def not_lineagestore(tools: JvmTools, uri: str, last_batch: int, offsets: list[i
 # ---- repartition batches (Spark 4.3's offline repartition, and lineagestore's) ---------------------------
 
 
-def is_repartition_entry(tools: JvmTools, uri: str, batch: int) -> int | None:
-    """If ``offsets/<batch>`` is a repartition batch (the same source offsets as ``offsets/<batch-1>``, only
-    the shuffle partitions differ), its new partition count; else None. Spark's tool writes the same."""
+def restated_conf(tools: JvmTools, uri: str, batch: int) -> tuple[dict, dict] | None:
+    """If ``offsets/<batch>`` restates ``offsets/<batch-1>`` (the same source offsets: a batch that read no
+    input, as a repartition's or a migration's added batch is), the SQL settings the two record (older,
+    newer); else None, also when either entry is absent or unreadable."""
     try:
         _, new = read_log_entry(tools, f"{uri}/offsets/{batch}")
         _, old = read_log_entry(tools, f"{uri}/offsets/{batch - 1}")
         new_meta, old_meta = json.loads(new[0]), json.loads(old[0])
     except (CheckpointError, json.JSONDecodeError):
         return None
-    if new[1:] != old[1:]:
+    if new[1:] != old[1:] or not isinstance(new_meta, dict) or not isinstance(old_meta, dict):
         return None
-    n_new = (new_meta.get("conf") or {}).get(SHUFFLE_PARTITIONS)
-    n_old = (old_meta.get("conf") or {}).get(SHUFFLE_PARTITIONS)
-    if n_new is None or n_new == n_old:
+    return old_meta.get("conf") or {}, new_meta.get("conf") or {}
+
+
+def is_repartition_entry(tools: JvmTools, uri: str, batch: int) -> int | None:
+    """If ``offsets/<batch>`` is a repartition batch (the same source offsets as ``offsets/<batch-1>``, only
+    the shuffle partitions differ), its new partition count; else None. Spark's tool writes the same."""
+    confs = restated_conf(tools, uri, batch)
+    if confs is None:
+        return None
+    n_new = confs[1].get(SHUFFLE_PARTITIONS)
+    if n_new is None or n_new == confs[0].get(SHUFFLE_PARTITIONS):
         return None
     return int(n_new)
 

@@ -11,14 +11,17 @@ from typing import Any
 from lineagestore._units import human_bytes
 from lineagestore.cli import adjunct_table
 from lineagestore.cli.common import EXIT_OK, EXIT_PROBLEMS, Verb, emit
-from lineagestore.cli.render import RECOVERY_DOC, Page, keep, relative, short_id, size
+from lineagestore.cli.render import RECOVERY_DOC, Page, keep, relative, rewrite_text, short_id, size
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("checkpoint", help="checkpoint directory or URI")
     p.add_argument("--json", action="store_true", help="print the full report as JSON (for scripts)")
     p.add_argument(
-        "--plot", metavar="OUT.png", help="draw the lineage of every store into this image (matplotlib)"
+        "--plot",
+        metavar="OUT.png",
+        help="draw the lineage of every store into this image (matplotlib), damaged files and the batches "
+        "a repartition or migrate rewrote marked",
     )
 
 
@@ -71,6 +74,9 @@ def render(r: dict, width: int | None = None) -> str:
             + ", ".join(op["storeNames"]),
             13,
         )
+    for rw in r.get("rewrites", []):
+        batch = keep(f"batch {rw['batch']}")
+        page.field("rewritten", f"{batch} (state version {rw['version']}): {keep(rewrite_text(rw))}", 13)
     page.line()
     header = ["store", "head", "versions", "attempts", "snapshots", "lag", "deltas", "zips", "blobs", "shared",
               "unique", "orphan blobs"]  # fmt: skip

@@ -60,6 +60,19 @@ def short_id(cid: str) -> str:
     return f"{version}_{uid[:8]}"
 
 
+def rewrite_text(rw: dict) -> str:
+    """What a batch that rewrote the state did (an entry of inspect's ``rewrites``), as inspect's text and
+    its plot name it: ``repartition 2 -> 3 partitions``, ``migrated from RocksDBStateStoreProvider``."""
+    old, new = rw["oldPartitions"], rw["newPartitions"]
+    partitions = f"{old if old is not None else '?'} -> {new if new is not None else '?'} partitions"
+    if rw["kind"] == "migrate":
+        text = f"migrated from {rw['fromProvider'].rsplit('.', 1)[-1]}"
+        return text + (f", {partitions}" if old != new else "")
+    if rw["kind"] == "repartition":
+        return f"repartition {partitions}"
+    return "state rewritten (its stores start afresh)"
+
+
 def batches_text(bs: list[int]) -> str:
     if not bs:
         return "none"

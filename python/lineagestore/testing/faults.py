@@ -7,7 +7,9 @@ Checkpoint files (the layout of docs/format.md: ``state/<operator>/<partition>[/
 * ``state_files(checkpoint, kind)``: the delta / zip / sst files, oldest version first;
 * ``corrupt(path)``, ``truncate(path)``, ``delete(path)``: damage one file (and drop the ``.crc`` sidecar
   Hadoop's local filesystem keeps, so lineagestore's own checks are what notices);
-* ``corrupt_snapshot_index(zip_path)``: change one byte of the ``INDEX`` of a snapshot zip.
+* ``corrupt_snapshot_index(zip_path)``: change one byte of the ``INDEX`` of a snapshot zip;
+* ``flip_in_place(path, offset)``: damage one local file as a disk fault leaves it, its ``.crc`` sidecar kept
+  with the checksums as written (so Hadoop's checksummed read is what notices).
 
 On S3 the same helpers take ``state_files("s3a://<bucket>/<prefix>", kind, client=<boto3 client>)``, which
 gives ``S3Object`` s (``str()`` is the ``s3a://`` URI the store's errors name; ``read_bytes()`` and
@@ -200,6 +202,20 @@ def corrupt_snapshot_index(zip_path: str | os.PathLike | S3Object) -> File:
         for info, data in entries:
             out.writestr(info, data)
     _rewrite(p, buf.getvalue())
+    return p
+
+
+def flip_in_place(path: str | os.PathLike, offset: int) -> Path:
+    """Invert the byte at ``offset`` of the local file ``path`` in place, as a disk fault does: Hadoop's
+    ``.crc`` sidecar beside it keeps the checksums as written (``corrupt`` drops it). Returns the path."""
+    p = Path(path)
+    with open(p, "r+b") as out:
+        out.seek(offset)
+        b = out.read(1)
+        if not b:
+            raise ValueError(f"{p} has no byte at offset {offset}")
+        out.seek(offset)
+        out.write(bytes([b[0] ^ 0xFF]))
     return p
 
 
