@@ -33,6 +33,7 @@ from lineagestore.checkpoint.spark_files import (
     FORMAT_KEY,
     PROVIDER_KEY,
     SHUFFLE_PARTITIONS,
+    SPARK_DEFAULT_PROVIDER,
     TWS_ENCODING_KEY,
     batch_ids,
     commit_unique_ids,
@@ -51,7 +52,7 @@ from lineagestore.jvm import connect
 
 SPARK_PROVIDERS = (
     "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
-    "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+    SPARK_DEFAULT_PROVIDER,
 )
 
 

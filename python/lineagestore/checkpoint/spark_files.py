@@ -23,6 +23,8 @@ PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 FORMAT_KEY = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 TWS_ENCODING_KEY = "spark.sql.streaming.stateStore.encodingFormat"
+# the provider Spark runs when none is recorded (SQLConf.STATE_STORE_PROVIDER_CLASS's default)
+SPARK_DEFAULT_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 
 DEFAULT_STORE = "default"
 # Spark's stream-stream join keeps four stores per partition, in this order (SymmetricHashJoinStateManager)
@@ -155,35 +157,6 @@ def offsets_with_conf(tools: JvmTools, src: str, conf: dict[str, str], rewrite: 
     if rewrite is not None:
         meta[REWRITE_FIELD] = {"operation": rewrite}
     return "\n".join([version, json.dumps(meta, separators=(",", ":"))] + rest[1:])
-
-
-def rewrite_operation(tools: JvmTools, uri: str, batch: int) -> str | None:
-    """What rewrote the state at batch ``batch`` ("repartition", "migrate"), or None for a batch the query ran.
-    A batch is a rewrite batch if ``offsets/<batch>`` carries :data:`REWRITE_FIELD`, or (what Spark's own
-    offline repartition and lineagestore before the field wrote) if it has the same source offsets as
-    ``offsets/<batch-1>`` and records another partition count or state store provider: a batch the query runs
-    keeps both, as Spark restores them from the offset log."""
-    try:
-        _, new = read_log_entry(tools, f"{uri}/offsets/{batch}")
-        new_meta = json.loads(new[0])
-    except (CheckpointError, json.JSONDecodeError):
-        return None
-    marked = new_meta.get(REWRITE_FIELD) if isinstance(new_meta, dict) else None
-    if isinstance(marked, dict) and marked.get("operation"):
-        return str(marked["operation"])
-    try:
-        _, old = read_log_entry(tools, f"{uri}/offsets/{batch - 1}")
-        old_meta = json.loads(old[0])
-    except (CheckpointError, json.JSONDecodeError):
-        return None
-    if new[1:] != old[1:] or not isinstance(old_meta, dict):
-        return None
-    new_conf, old_conf = new_meta.get("conf") or {}, old_meta.get("conf") or {}
-    if new_conf.get(PROVIDER_KEY) != old_conf.get(PROVIDER_KEY):
-        return "migrate"
-    if new_conf.get(SHUFFLE_PARTITIONS) != old_conf.get(SHUFFLE_PARTITIONS):
-        return "repartition"
-    return None
 
 
 def commit_with_ids(tools: JvmTools, src: str, unique_ids: dict[str, Any], version: str | None = None) -> str:
@@ -356,6 +329,30 @@ def restated_conf(tools: JvmTools, uri: str, batch: int) -> tuple[dict, dict] | 
     if new[1:] != old[1:] or not isinstance(new_meta, dict) or not isinstance(old_meta, dict):
         return None
     return old_meta.get("conf") or {}, new_meta.get("conf") or {}
+
+
+def rewrite_operation(tools: JvmTools, uri: str, batch: int) -> str | None:
+    """What rewrote the state at batch ``batch`` ("repartition", "migrate"), or None for a batch the query ran.
+    A batch is a rewrite batch if ``offsets/<batch>`` carries :data:`REWRITE_FIELD`, or (what Spark's own
+    offline repartition and lineagestore before the field wrote) if it restates ``offsets/<batch-1>`` and
+    records another state store provider (a migrate) or partition count (a repartition): a batch the query
+    runs keeps both, as Spark restores them from the offset log."""
+    try:
+        _, lines = read_log_entry(tools, f"{uri}/offsets/{batch}")
+        marked = json.loads(lines[0]).get(REWRITE_FIELD)
+    except (CheckpointError, json.JSONDecodeError, AttributeError):
+        return None
+    if isinstance(marked, dict) and marked.get("operation"):
+        return str(marked["operation"])
+    confs = restated_conf(tools, uri, batch)
+    if confs is None:
+        return None
+    old, new = confs
+    if new.get(PROVIDER_KEY, SPARK_DEFAULT_PROVIDER) != old.get(PROVIDER_KEY, SPARK_DEFAULT_PROVIDER):
+        return "migrate"
+    if new.get(SHUFFLE_PARTITIONS) != old.get(SHUFFLE_PARTITIONS):
+        return "repartition"
+    return None
 
 
 def is_repartition_entry(tools: JvmTools, uri: str, batch: int) -> int | None:
