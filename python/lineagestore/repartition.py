@@ -3,6 +3,7 @@ from it): the code lives in :mod:`lineagestore.checkpoint.repartitioning`, also 
 ``lineagestore.checkpoint.repartition``. Kept so that code written against it keeps working."""
 
 from lineagestore.checkpoint.repartitioning import (  # noqa: F401
+    STEP_AFTER_COMMIT,
     STEP_AFTER_OFFSETS,
     STEP_AFTER_STORES,
     STEPS,

@@ -6,7 +6,13 @@ from __future__ import annotations
 from lineagestore.checkpoint.migration import SPARK_PROVIDERS
 from lineagestore.checkpoint.model import Checkpoint
 from lineagestore.checkpoint.progress import NO_PROGRESS, Progress
-from lineagestore.checkpoint.spark_files import PROVIDER_KEY, SHUFFLE_PARTITIONS, operator_kind, restated_conf
+from lineagestore.checkpoint.spark_files import (
+    PROVIDER_KEY,
+    SHUFFLE_PARTITIONS,
+    operator_kind,
+    restated_conf,
+    rewrite_operation,
+)
 from lineagestore.jvm import JvmTools
 
 TOTAL_KEYS = (
@@ -134,14 +140,14 @@ def state_rewrites(tools: JvmTools, cp: Checkpoint, reports: list[dict]) -> list
         confs = restated_conf(tools, cp.uri, b)
         old, new = confs if confs is not None else ({}, {})
         old_provider = old.get(PROVIDER_KEY, SPARK_PROVIDERS[1])  # Spark's default when none is recorded
-        migrated = confs is not None and new.get(PROVIDER_KEY, SPARK_PROVIDERS[1]) != old_provider
+        kind = rewrite_operation(tools, cp.uri, b)  # the one decision of what a rewrite batch is
+        migrated = kind == "migrate"
         old_n, new_n = old.get(SHUFFLE_PARTITIONS), new.get(SHUFFLE_PARTITIONS)
-        repartitioned = confs is not None and old_n != new_n
         out.append(
             {
                 "batch": b,
                 "version": b + 1,
-                "kind": "migrate" if migrated else "repartition" if repartitioned else "fresh start",
+                "kind": kind or "fresh start",
                 "oldPartitions": int(old_n) if old_n is not None else None,
                 "newPartitions": int(new_n) if new_n is not None else None,
                 "fromProvider": old_provider if migrated else None,

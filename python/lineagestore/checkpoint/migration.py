@@ -10,7 +10,9 @@ on the old provider. Like ``repartition``, this records the move as one more bat
    lineagestore's store at version ``B + 2`` (``StateMigration`` in the Spark glue);
 2. ``offsets/B+1``: ``offsets/B`` with lineagestore as the provider, checkpoint format version 2 and the
    partition count;
-3. ``commits/B+1`` last, naming the new stores' unique IDs.
+3. ``commits/B+1`` last, naming the new stores' unique IDs;
+4. with ``file_sink``, only then, the entry of batch ``B + 1`` in the log of the query's file sink
+   (:mod:`.file_sink`; run again on the migrated checkpoint, it writes only what is missing).
 
 Nothing of the old provider's files is changed or deleted. It needs a SparkSession (the data source is
 Spark's); the rows pass through the driver.
@@ -22,6 +24,7 @@ import json
 from typing import Any
 
 from lineagestore._session import PROVIDER_CLASS
+from lineagestore.checkpoint import file_sink as sink_log
 from lineagestore.checkpoint.errors import CheckpointError
 from lineagestore.checkpoint.model import to_uri
 from lineagestore.checkpoint.progress import NO_PROGRESS, Progress
@@ -30,6 +33,7 @@ from lineagestore.checkpoint.spark_files import (
     FORMAT_KEY,
     PROVIDER_KEY,
     SHUFFLE_PARTITIONS,
+    SPARK_DEFAULT_PROVIDER,
     TWS_ENCODING_KEY,
     batch_ids,
     commit_unique_ids,
@@ -48,7 +52,7 @@ from lineagestore.jvm import connect
 
 SPARK_PROVIDERS = (
     "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
-    "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+    SPARK_DEFAULT_PROVIDER,
 )
 
 
@@ -68,7 +72,10 @@ def migratable(files: Any, path: str, uri: str) -> tuple[int, dict[str, str], st
     conf = offset_conf(files, f"{uri}/offsets/{last}")
     provider = conf.get(PROVIDER_KEY, SPARK_PROVIDERS[1])  # Spark's default when none is recorded
     if provider == PROVIDER_CLASS:
-        raise CheckpointError(f"{path} already runs on lineagestore; use `lineagestore repartition`")
+        raise CheckpointError(
+            f"{path} already runs on lineagestore; use `lineagestore repartition` (or, to write the missing "
+            "entries of the query's file sink log after a migrate, give --file-sink)"
+        )
     if provider not in SPARK_PROVIDERS:
         raise CheckpointError(
             f"{path} was written by {provider}: migrate reads Spark's HDFS and RocksDB providers only"
@@ -76,14 +83,40 @@ def migratable(files: Any, path: str, uri: str) -> tuple[int, dict[str, str], st
     return last, conf, provider
 
 
+def migrated_already(files: Any, uri: str) -> int | None:
+    """The last committed batch if it runs on lineagestore already (a migration done before, whose file sink
+    may still lack its entry), else None. ``files``: as for :func:`migratable`."""
+    commits = batch_ids(files, f"{uri}/commits")
+    if not commits:
+        return None
+    provider = offset_conf(files, f"{uri}/offsets/{commits[-1]}").get(PROVIDER_KEY)
+    return commits[-1] if provider == PROVIDER_CLASS else None
+
+
 def migrate(
-    spark: Any, path: str, partitions: int | None = None, progress: Progress = NO_PROGRESS
+    spark: Any,
+    path: str,
+    partitions: int | None = None,
+    progress: Progress = NO_PROGRESS,
+    file_sink: str | None = None,
+    file_sink_compact_interval: int = sink_log.SPARK_DEFAULT_COMPACT_INTERVAL,
 ) -> dict[str, Any]:
-    """Migrate the stopped query at ``path`` onto lineagestore (see the module doc)."""
+    """Migrate the stopped query at ``path`` onto lineagestore (see the module doc). ``file_sink``: the
+    ``path`` of the query's Spark file sink, whose log then gets the entry of the new batch
+    (``file_sink_compact_interval``: the query's ``spark.sql.streaming.fileSink.log.compactInterval``); on a
+    checkpoint migrated already, only the sink's missing entries are written."""
     if partitions is not None and partitions <= 0:
         raise CheckpointError(f"partitions must be at least 1, got {partitions}")
     uri = to_uri(path)
     with connect(in_session="ignore") as tools:
+        done = migrated_already(tools, uri) if file_sink is not None else None
+        if done is not None:
+            return {
+                "checkpoint": uri,
+                "lastBatch": done,
+                "alreadyDone": True,
+                "fileSink": sink_log.catch_up(tools, uri, file_sink, file_sink_compact_interval),
+            }
         last, conf, provider = migratable(tools, path, uri)
         old_n = int(conf.get(SHUFFLE_PARTITIONS, "0"))
         commit_ids = commit_unique_ids(tools, uri, last)
@@ -185,11 +218,19 @@ def migrate(
         progress.finish()
         conf_after = {PROVIDER_KEY: PROVIDER_CLASS, FORMAT_KEY: "2", SHUFFLE_PARTITIONS: str(n)}
         tools.write_text(
-            f"{uri}/offsets/{last + 1}", offsets_with_conf(tools, f"{uri}/offsets/{last}", conf_after), False
+            f"{uri}/offsets/{last + 1}",
+            offsets_with_conf(tools, f"{uri}/offsets/{last}", conf_after, rewrite="migrate"),
+            False,
         )
         # format version 2's commit log entry (the unique IDs), whatever version the old one had
         tools.write_text(
             f"{uri}/commits/{last + 1}", commit_with_ids(tools, f"{uri}/commits/{last}", ids, "v2"), False
+        )
+        # only after the commit: see the module doc of file_sink
+        sink = (
+            sink_log.catch_up(tools, uri, file_sink, file_sink_compact_interval)
+            if file_sink is not None
+            else None
         )
     return {
         "checkpoint": uri,
@@ -199,4 +240,5 @@ def migrate(
         "oldPartitions": old_n,
         "newPartitions": n,
         "rowsMoved": rows,
+        "fileSink": sink,
     }

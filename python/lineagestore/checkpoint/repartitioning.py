@@ -8,8 +8,11 @@ one more batch, the way Spark 4.3's own offline repartition does (which refuses 
    placed by Spark's own partitioning expression (``SparkKeyPlacement``) and every new partition's store is
    committed at version ``B + 2`` under a fresh unique ID, in lineagestore's format (no existing file is
    touched: until the commit log names them the new files are unreferenced);
-2. ``offsets/B+1``: a copy of ``offsets/B`` whose recorded ``spark.sql.shuffle.partitions`` is ``N``;
-3. ``commits/B+1`` last, naming the new unique IDs: from here on the checkpoint is repartitioned.
+2. ``offsets/B+1``: a copy of ``offsets/B`` whose recorded ``spark.sql.shuffle.partitions`` is ``N``, marked
+   as a rewrite batch (``spark_files.REWRITE_FIELD``);
+3. ``commits/B+1`` last, naming the new unique IDs: from here on the checkpoint is repartitioned;
+4. with ``file_sink``, only then, the entry of batch ``B + 1`` in the log of the query's file sink
+   (:mod:`.file_sink`; run again on the repartitioned checkpoint, it writes only what is missing).
 
 A crash before 3 leaves the old checkpoint plus orphan files (``gc`` removes them) and, after 2, an offset
 entry without commit, which Spark refuses to start from (``STREAMING_UNFINISHED_REPARTITION_DETECTED``, Spark's
@@ -24,13 +27,15 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from lineagestore.checkpoint import file_sink as sink_log
 from lineagestore.checkpoint.errors import CheckpointError
-from lineagestore.checkpoint.model import load
+from lineagestore.checkpoint.model import load, to_uri
 from lineagestore.checkpoint.progress import NO_PROGRESS, Progress
 from lineagestore.checkpoint.spark_files import (
     SHUFFLE_PARTITIONS,
     TWS_ENCODING_KEY,
     TwsInfo,
+    batch_ids,
     commit_unique_ids,
     commit_with_ids,
     is_repartition_entry,
@@ -52,6 +57,9 @@ from lineagestore.jvm import JvmTools
 STEP_AFTER_STORES = "repartition.after-stores"
 STEP_AFTER_OFFSETS = "repartition.after-offsets"
 STEPS = (STEP_AFTER_STORES, STEP_AFTER_OFFSETS)
+# Between the checkpoint's commit and the file sink's entry (with ``file_sink``): the checkpoint is
+# repartitioned, the sink's log lacks the entry, and a re-run with ``file_sink`` writes only that.
+STEP_AFTER_COMMIT = "repartition.after-commit"
 
 
 class InjectedCrash(RuntimeError):
@@ -109,8 +117,9 @@ class Plan:
 
 
 def repartitioned_offsets(tools: JvmTools, src: str, partitions: int) -> str:
-    """``offsets/B`` with ``spark.sql.shuffle.partitions`` set to ``partitions``: what ``offsets/B+1`` holds."""
-    return offsets_with_conf(tools, src, {SHUFFLE_PARTITIONS: str(partitions)})
+    """``offsets/B`` with ``spark.sql.shuffle.partitions`` set to ``partitions``, marked as a rewrite batch:
+    what ``offsets/B+1`` holds."""
+    return offsets_with_conf(tools, src, {SHUFFLE_PARTITIONS: str(partitions)}, rewrite="repartition")
 
 
 def plan(tools: JvmTools, path: str, partitions: int) -> Plan:
@@ -146,7 +155,8 @@ def plan(tools: JvmTools, path: str, partitions: int) -> Plan:
     old_n = int(recorded.get(SHUFFLE_PARTITIONS, "0"))
     if not resume and old_n == partitions:
         raise CheckpointError(
-            f"{path} already has {partitions} partitions ({SHUFFLE_PARTITIONS} of offsets/{last})"
+            f"{path} already has {partitions} partitions ({SHUFFLE_PARTITIONS} of offsets/{last}); to write "
+            "the missing entries of a file sink's log after an earlier repartition, give --file-sink"
         )
     ids = commit_unique_ids(tools, uri, last)
     stores: list[StorePlan] = []
@@ -193,22 +203,41 @@ def repartition(
     progress: Progress = NO_PROGRESS,
     crash_at: str | None = None,
     general_path_only: bool = False,
+    file_sink: str | None = None,
+    file_sink_compact_interval: int = sink_log.SPARK_DEFAULT_COMPACT_INTERVAL,
 ) -> dict[str, Any]:
-    """Repartition the stopped query at ``path`` to ``partitions``; see the module doc. ``crash_at`` (tests
-    only) is one of :data:`STEPS`: :class:`InjectedCrash` is raised there. ``general_path_only`` (benchmarks
-    only) turns off the grouped, parallel rewrite for multiples and divisors (``StoreRepartitioner``), to
-    measure what it gains; the result is the same."""
-    if crash_at is not None and crash_at not in STEPS:
-        raise ValueError(f"unknown step {crash_at!r}; steps: {', '.join(STEPS)}")
+    """Repartition the stopped query at ``path`` to ``partitions``; see the module doc. ``file_sink``: the
+    ``path`` of the query's Spark file sink, whose log then gets the entry of the new batch
+    (``file_sink_compact_interval``: the query's ``spark.sql.streaming.fileSink.log.compactInterval``); on a
+    checkpoint that has ``partitions`` already, only the sink's missing entries are written. ``crash_at``
+    (tests only) is one of :data:`STEPS` or :data:`STEP_AFTER_COMMIT`: :class:`InjectedCrash` is raised
+    there. ``general_path_only`` (benchmarks only) turns off the grouped, parallel rewrite for multiples and
+    divisors (``StoreRepartitioner``), to measure what it gains; the result is the same."""
+    if crash_at is not None and crash_at not in (*STEPS, STEP_AFTER_COMMIT):
+        raise ValueError(f"unknown step {crash_at!r}; steps: {', '.join((*STEPS, STEP_AFTER_COMMIT))}")
 
     def step(name: str) -> None:
         if crash_at == name:
             raise InjectedCrash(f"injected crash at {name}")
 
+    if file_sink is not None and not dry_run:
+        done = _repartitioned_already(tools, path, partitions)
+        if done is not None:
+            uri, last = done
+            return {
+                "checkpoint": uri,
+                "lastBatch": last,
+                "newPartitions": partitions,
+                "alreadyDone": True,
+                "fileSink": sink_log.catch_up(tools, uri, file_sink, file_sink_compact_interval),
+            }
     p = plan(tools, path, partitions)
     result = p.to_json()
     result["dryRun"] = dry_run
+    result["fileSink"] = None
     if dry_run:
+        if file_sink is not None:
+            result["writes"].append(f"{file_sink}/_spark_metadata/{p.last_batch + 1} (after the commit)")
         return result
     new_ids: dict[str, list[list[str | None]]] = {}
     rows = 0
@@ -262,7 +291,23 @@ def repartition(
     )
     result["rowsMoved"] = rows
     result["phasesMs"] = phases  # where the time went, summed over stores and threads
+    step(STEP_AFTER_COMMIT)
+    if file_sink is not None:  # only now: see the module doc of file_sink
+        result["fileSink"] = sink_log.catch_up(tools, p.uri, file_sink, file_sink_compact_interval)
     return result
+
+
+def _repartitioned_already(tools: JvmTools, path: str, partitions: int) -> tuple[str, int] | None:
+    """(URI, last committed batch) if the checkpoint's last committed batch runs with ``partitions`` already
+    (a repartition done before, whose file sink may still lack its entry), else None."""
+    uri = to_uri(path)
+    committed = batch_ids(tools, f"{uri}/commits")
+    if not committed:
+        return None
+    recorded = offset_conf(tools, f"{uri}/offsets/{committed[-1]}").get(SHUFFLE_PARTITIONS)
+    if recorded != str(partitions) or is_repartition_entry(tools, uri, committed[-1] + 1) is not None:
+        return None
+    return uri, committed[-1]
 
 
 def undo(tools: JvmTools, path: str) -> dict[str, Any]:

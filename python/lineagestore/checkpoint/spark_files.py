@@ -23,6 +23,8 @@ PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 FORMAT_KEY = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 TWS_ENCODING_KEY = "spark.sql.streaming.stateStore.encodingFormat"
+# the provider Spark runs when none is recorded (SQLConf.STATE_STORE_PROVIDER_CLASS's default)
+SPARK_DEFAULT_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 
 DEFAULT_STORE = "default"
 # Spark's stream-stream join keeps four stores per partition, in this order (SymmetricHashJoinStateManager)
@@ -138,13 +140,22 @@ def recorded_conf(tools: JvmTools, uri: str, offsets: list[int]) -> tuple[str | 
     return path, {}
 
 
-def offsets_with_conf(tools: JvmTools, src: str, conf: dict[str, str]) -> str:
+# The field of an offset entry's metadata line that marks the batch as a rewrite of the state (repartition,
+# migrate) which ran no query: its value is {"operation": "repartition" | "migrate"}. Spark reads the line
+# into OffsetSeqMetadata and ignores fields it does not know; the query's next batch writes its own line
+# without it. docs/format.md, "Rewrite batches".
+REWRITE_FIELD = "lineagestoreRewrite"
+
+
+def offsets_with_conf(tools: JvmTools, src: str, conf: dict[str, str], rewrite: str | None = None) -> str:
     """The text of offset entry ``src`` with ``conf`` set in its recorded settings: what the next batch's
-    entry of a repartition or migration holds. The source offsets (every later line) are kept byte for byte,
-    so the next batch reads on from them."""
+    entry of a repartition or migration holds, marked as a rewrite batch by ``rewrite`` (the operation). The
+    source offsets (every later line) are kept byte for byte, so the next batch reads on from them."""
     version, rest = read_log_entry(tools, src)
     meta = read_log_json(tools, src)
     meta.setdefault("conf", {}).update(conf)
+    if rewrite is not None:
+        meta[REWRITE_FIELD] = {"operation": rewrite}
     return "\n".join([version, json.dumps(meta, separators=(",", ":"))] + rest[1:])
 
 
@@ -318,6 +329,30 @@ def restated_conf(tools: JvmTools, uri: str, batch: int) -> tuple[dict, dict] | 
     if new[1:] != old[1:] or not isinstance(new_meta, dict) or not isinstance(old_meta, dict):
         return None
     return old_meta.get("conf") or {}, new_meta.get("conf") or {}
+
+
+def rewrite_operation(tools: JvmTools, uri: str, batch: int) -> str | None:
+    """What rewrote the state at batch ``batch`` ("repartition", "migrate"), or None for a batch the query ran.
+    A batch is a rewrite batch if ``offsets/<batch>`` carries :data:`REWRITE_FIELD`, or (what Spark's own
+    offline repartition and lineagestore before the field wrote) if it restates ``offsets/<batch-1>`` and
+    records another state store provider (a migrate) or partition count (a repartition): a batch the query
+    runs keeps both, as Spark restores them from the offset log."""
+    try:
+        _, lines = read_log_entry(tools, f"{uri}/offsets/{batch}")
+        marked = json.loads(lines[0]).get(REWRITE_FIELD)
+    except (CheckpointError, json.JSONDecodeError, AttributeError):
+        return None
+    if isinstance(marked, dict) and marked.get("operation"):
+        return str(marked["operation"])
+    confs = restated_conf(tools, uri, batch)
+    if confs is None:
+        return None
+    old, new = confs
+    if new.get(PROVIDER_KEY, SPARK_DEFAULT_PROVIDER) != old.get(PROVIDER_KEY, SPARK_DEFAULT_PROVIDER):
+        return "migrate"
+    if new.get(SHUFFLE_PARTITIONS) != old.get(SHUFFLE_PARTITIONS):
+        return "repartition"
+    return None
 
 
 def is_repartition_entry(tools: JvmTools, uri: str, batch: int) -> int | None:

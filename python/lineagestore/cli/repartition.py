@@ -7,6 +7,7 @@ import sys
 import textwrap
 from typing import Any
 
+from lineagestore.cli import file_sink
 from lineagestore.cli.common import EXIT_OK, EXIT_USAGE, Verb, emit
 from lineagestore.cli.render import Page
 
@@ -18,6 +19,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--undo", action="store_true", help="remove an unfinished repartition's offset entry instead"
     )
+    file_sink.add_arguments(p)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
@@ -30,7 +32,9 @@ def run(args: argparse.Namespace, tools: Any, progress: Any) -> int:
         print("lineagestore repartition: error: give --partitions N (or --undo)", file=sys.stderr)
         return EXIT_USAGE
     else:
-        result = checkpoint.repartition(tools, args.checkpoint, args.partitions, args.dry_run, progress)
+        result = checkpoint.repartition(
+            tools, args.checkpoint, args.partitions, args.dry_run, progress, **file_sink.options(args)
+        )
     emit(args, result, render)
     return EXIT_OK
 
@@ -39,6 +43,10 @@ def render(r: dict, width: int | None = None) -> str:
     page = Page(width)
     if "removed" in r:
         page.line(f"removed {r['removed']}: the checkpoint is back at its last committed batch")
+        return page.text()
+    if r.get("alreadyDone"):
+        page.line(f"{r['checkpoint']} has {r['newPartitions']} partitions already (batch {r['lastBatch']})")
+        file_sink.render(page, r, "")
         return page.text()
     page.line(
         f"{r['checkpoint']}: batch {r['lastBatch']}'s state, {r['oldPartitions']} -> {r['newPartitions']} "
@@ -53,6 +61,9 @@ def render(r: dict, width: int | None = None) -> str:
         # a store per operator store and partition: 1 operator store into 4 partitions writes 4 stores
         stores = len(r["stores"]) * r["newPartitions"]
         page.line(f"moved {r.get('rowsMoved', 0)} rows into {stores} stores; restart the query")
+        file_sink.render(
+            page, r, f"lineagestore repartition {r['checkpoint']} --partitions {r['newPartitions']}"
+        )
     return page.text()
 
 
@@ -65,13 +76,16 @@ VERB = Verb(
             batch (offsets/<B+1> with spark.sql.shuffle.partitions=N, then commits/<B+1>), as Spark 4.3's
             own offline repartition does for its provider. Every key lands where Spark's shuffle sends it.
             Nothing already written is changed or deleted; a crash leaves the old checkpoint (plus orphan
-            files for gc), and running the command again finishes the job. Stop the query first."""
+            files for gc), and running the command again finishes the job. Stop the query first. A query
+            writing through Spark's file sink needs --file-sink: the sink's log gets the new batch's entry
+            after the commit (docs/repartition.md, "Spark's file sink")."""
     ),
     epilog=textwrap.dedent(
         """\
             examples:
               lineagestore repartition /data/checkpoints/clicks --partitions 12 --dry-run
               lineagestore repartition /data/checkpoints/clicks --partitions 12
+              lineagestore repartition /data/checkpoints/clicks --partitions 12 --file-sink /data/out/clicks
               lineagestore repartition /data/checkpoints/clicks --undo   # drop an unfinished repartition"""
     ),
     arguments=_arguments,

@@ -237,6 +237,11 @@ class JvmTools:
     def clone_files(self, src: str, dst: str, rel_dir: str, names: list[str]) -> dict:
         return self._json("cloneFiles", src, dst, rel_dir, "\n".join(names))
 
+    def file_sink_log_rules(self) -> Any:
+        """Spark's rules of its file sink's log, ``CompactibleFileStreamLog`` (``isCompactionBatch``,
+        ``deriveCompactInterval``), as a JVM class: which batch compacts is Spark's decision."""
+        return self._jvm.org.apache.spark.sql.execution.streaming.runtime.CompactibleFileStreamLog
+
     def delete(self, uri: str) -> None:
         self._call("delete", uri)
 
