@@ -1,7 +1,9 @@
-"""The examples of docs/testing.md, "Testing your own query", run as the pytest file they say they are.
+"""The examples of docs/testing.md, "Testing your own query", run as the pytest file they say they are, and
+the complete Python example of docs/transform-with-state.md.
 
 The ``python`` blocks of that section are joined into one test module and run by pytest in a child process
-(its own SparkSession through the installed plugin), so the documentation cannot drift from what works.
+(its own SparkSession through the installed plugin), so the documentation cannot drift from what works. The
+transformWithState example runs in this suite's session, and what it prints must be what the page shows.
 """
 
 from __future__ import annotations
@@ -51,3 +53,33 @@ def test_docs_examples_run(tmp_path):
     )
     assert proc.returncode == 0, f"{proc.stdout[-6000:]}\n{proc.stderr[-3000:]}"
     assert re.search(r"\b7 passed\b", proc.stdout), proc.stdout[-2000:]
+
+
+TWS_DOC = DOC.parent / "transform-with-state.md"
+TWS_SECTION = "## A complete Python example"
+
+
+def test_transform_with_state_example_runs_as_written(spark, capsys):
+    """docs/transform-with-state.md's complete Python example runs as written in this session's JVM, on
+    lineagestore, and prints what the page shows under it."""
+    text = TWS_DOC.read_text()
+    start = text.index(TWS_SECTION)
+    end = text.find("\n## ", start + len(TWS_SECTION))
+    section = text[start : end if end >= 0 else None]
+    (code,) = re.findall(r"^```python\n(.*?)^```$", section, re.S | re.M)
+    shown = re.search(r"^It prints:\n\n```\n(.*?)^```$", section, re.S | re.M).group(1)
+    before = dict(spark.conf.getAll)
+    namespace = {"__name__": "tws_example"}
+    try:
+        capsys.readouterr()
+        exec(compile(code, str(TWS_DOC), "exec"), namespace)
+        printed = capsys.readouterr().out
+    finally:  # the example's configure(builder).getOrCreate() set SQL confs on the shared session: undo them
+        for key, value in dict(spark.conf.getAll).items():
+            if key not in before:
+                spark.conf.unset(key)
+            elif before[key] != value:
+                spark.conf.set(key, before[key])
+    assert printed == shown, printed
+    offsets = Path(namespace["checkpoint"]) / "offsets" / "0"
+    assert "io.lineagestore.spark.LineageStateStoreProvider" in offsets.read_text()

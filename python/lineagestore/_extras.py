@@ -11,7 +11,19 @@ import importlib
 from types import ModuleType
 
 # package (import name) -> extra of pyproject.toml that installs it; test_extras checks pyproject agrees.
-EXTRA_OF = {"matplotlib": "plot", "boto3": "testing", "botocore": "testing", "pytest": "testing"}
+# python-state is what PySpark's stateful Python APIs import in its workers; the JVM's check of those workers
+# (io.lineagestore.spark.PythonStateCheck, docs/transform-with-state.md) names the same extra.
+EXTRA_OF = {
+    "matplotlib": "plot",
+    "boto3": "testing",
+    "botocore": "testing",
+    "pytest": "testing",
+    "pandas": "python-state",
+    "pyarrow": "python-state",
+    "google": "python-state",  # google.protobuf
+}
+# import name -> the distribution that brings it, where they differ
+DISTRIBUTION_OF = {"botocore": "boto3", "google": "protobuf"}
 
 
 class MissingExtra(ImportError):

@@ -7,6 +7,7 @@ import re
 import warnings
 import zipfile
 from typing import Any
+from urllib.parse import urlparse
 
 from lineagestore._options_generated import PREFIX, SPARK_VERSION, SPECS, LineageOptions
 from lineagestore._options_support import check_raw_conf, merge, names
@@ -300,6 +301,25 @@ def server_conf(options: LineageOptions | None = None, **settings: Any) -> dict[
     --conf key=value ...``, docs/operations.md) or ``spark-submit``. Options as for ``configure``."""
     recorder = configure(_ConfRecorder(), options, use_bundled_jar=False, **settings)
     return {"spark.jars": jar_path(), **recorder._options}
+
+
+def check_checkpoint_location(spark: Any, location: str) -> None:
+    """Raise ``lineagestore.jvm.MissingFilesystem`` if ``location`` is an ``s3a://`` URI and the JVM of the
+    session ``spark`` cannot load hadoop-aws or the AWS SDK v2 bundle, with the command line's text: the
+    classes it lacks and ``spark.jars.packages=org.apache.hadoop:hadoop-aws:<version>`` to start the session
+    with. Spark's own error for that comes from ``writeStream.start()`` and says only
+    ``[CANNOT_LOAD_CHECKPOINT_FILE_MANAGER.UNCATEGORIZED]``. Any other location passes. lineagestore's helpers
+    that take a checkpoint (the adjunct-table writers, the test harness) call it before the query starts."""
+    if urlparse(str(location)).scheme.lower() != "s3a":
+        return
+    from lineagestore.jvm.jars import S3A_FILESYSTEM_CLASS
+    from lineagestore.jvm.tools import require_s3a_classes
+
+    jvm = spark.sparkContext._jvm
+    conf = spark.sparkContext._jsc.hadoopConfiguration()  # what FileSystem.get loads the filesystem with
+    impl = conf.get("fs.s3a.impl") or S3A_FILESYSTEM_CLASS
+    hadoop_version = str(jvm.org.apache.hadoop.util.VersionInfo.getVersion())
+    require_s3a_classes(conf, str(location), impl, hadoop_version, launched=False)
 
 
 SESSION_EXTENSION = "io.lineagestore.spark.LineageSessionExtensions"

@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from lineagestore._session import check_checkpoint_location
+
 _PKG = "io.lineagestore.spark.adjunct"
 
 
@@ -103,6 +105,7 @@ def maintain(
     def batch(df: Any, batch_id: int) -> None:
         maintain_batch(df, batch_id, path, keys, ordering, op, checkpoint, retain_versions, partitions)
 
+    check_checkpoint_location(changes.sparkSession, checkpoint)
     return changes.writeStream.option("checkpointLocation", checkpoint).foreachBatch(batch)
 
 
@@ -149,6 +152,7 @@ def publish_stream(
     def batch(df: Any, batch_id: int) -> None:
         publish(df, path, keys, batch_id, checkpoint, retain_versions, partitions)
 
+    check_checkpoint_location(datasets.sparkSession, checkpoint)
     return datasets.writeStream.option("checkpointLocation", checkpoint).foreachBatch(batch)
 
 
@@ -241,6 +245,7 @@ def enrich(
         v = version_for_batch(spark, path, checkpoint, batch_id)
         process(lookup(df, path, on, v), batch_id)
 
+    check_checkpoint_location(events.sparkSession, checkpoint)
     return events.writeStream.option("checkpointLocation", checkpoint).foreachBatch(batch)
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from lineagestore import cli
-from lineagestore._extras import EXTRA_OF
+from lineagestore._extras import DISTRIBUTION_OF, EXTRA_OF
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,9 +33,25 @@ def _names(requirements: list[str]) -> set[str]:
 def test_every_optional_package_is_in_the_extra_the_message_names():
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     for package, extra in EXTRA_OF.items():
-        wanted = "boto3" if package == "botocore" else package  # botocore comes with boto3
+        wanted = DISTRIBUTION_OF.get(package, package)  # botocore comes with boto3
         assert wanted in _names(extras[extra]), (package, extra)
         assert wanted in _names(extras["test"]), package  # the project's own suites have it all
+
+
+def _bounds(requirements: list[str]) -> dict[str, str]:
+    return {re.split(r"[<>=!~\[; ]", r, maxsplit=1)[0]: r for r in requirements}
+
+
+def test_python_state_is_what_the_stateful_python_apis_import_with_the_test_extras_bounds():
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    state = _bounds(extras["python-state"])
+    assert set(state) == {"pandas", "pyarrow", "protobuf"}, state
+    assert "<3" in state["pandas"] and "<7" in state["protobuf"], state  # no pandas 3 FutureWarning
+    test = _bounds(extras["test"])
+    assert {name: test[name] for name in state} == state  # the suites run what users install
+    # the JVM's check of the workers' Python names the same extra
+    scala = (ROOT / "jvm/spark/src/main/scala/io/lineagestore/spark/PythonStateCheck.scala").read_text()
+    assert 'val Extra = "python-state"' in scala
 
 
 def test_plot_without_matplotlib_names_the_plot_extra(tmp_path):

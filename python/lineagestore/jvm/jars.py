@@ -31,13 +31,14 @@ _COORDINATE = re.compile(r"^[^:/\s]+:[^:/\s]+:[^:/\s]+$")
 
 def s3a_advice(uri: str, missing: list[tuple[str, str]], hadoop_version: str, launched: bool) -> str:
     """The error for ``s3a://`` on a JVM that lacks ``missing`` ((class, what provides it) pairs): which
-    classes, and the exact option that adds them."""
+    classes, and the exact option that adds them: to the command (``launched``, a JVM of its own) or to this
+    process's SparkSession (the tools on it, ``lineagestore.check_checkpoint_location``)."""
     lacks = " and ".join(f"{cls} (from {what})" for cls, what in missing)
     package = f"org.apache.hadoop:hadoop-aws:{hadoop_version}"
     if not launched:
         return (
             f"{uri} needs hadoop-aws and the AWS SDK v2 bundle, but the JVM of this process's SparkSession "
-            f"(which the tools use) lacks {lacks}. Start that session with spark.jars.packages={package} "
+            f"lacks {lacks}. Start that session with spark.jars.packages={package} "
             "(or with those jars in spark.jars)."
         )
     whats = {what for _, what in missing}

@@ -157,13 +157,7 @@ class JvmTools:
             raise ToolsUnavailable(
                 f"lost the connection to the JVM running the lineagestore tools: {e}"
             ) from e
-        missing = [
-            (cls, what)
-            for cls, what in ((impl, "hadoop-aws"), (AWS_SDK_S3_CLASS, "the AWS SDK v2 bundle"))
-            if not _has_class(conf, cls)
-        ]
-        if missing:
-            raise MissingFilesystem(s3a_advice(uri, missing, hadoop_version, self.launched))
+        require_s3a_classes(conf, uri, impl, hadoop_version, self.launched)
 
     # -- CheckpointTools ----------------------------------------------------------------------------------------
 
@@ -334,6 +328,19 @@ def _active_jvm() -> Any:
         return None
     sc = SparkContext._active_spark_context
     return sc._jvm if sc is not None else None
+
+
+def require_s3a_classes(conf: Any, uri: str, impl: str, hadoop_version: str, launched: bool) -> None:
+    """Raise :class:`MissingFilesystem` (``s3a_advice``'s text) if the class loader of Hadoop configuration
+    ``conf`` lacks the s3a filesystem ``impl`` or the AWS SDK bundle: the one check, for the tools' JVM and for
+    a SparkSession's (``lineagestore.check_checkpoint_location``)."""
+    missing = [
+        (cls, what)
+        for cls, what in ((impl, "hadoop-aws"), (AWS_SDK_S3_CLASS, "the AWS SDK v2 bundle"))
+        if not _has_class(conf, cls)
+    ]
+    if missing:
+        raise MissingFilesystem(s3a_advice(uri, missing, hadoop_version, launched))
 
 
 def _has_class(conf: Any, name: str) -> bool:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from lineagestore import PROVIDER_CLASS
+from lineagestore import PROVIDER_CLASS, check_checkpoint_location
 
 BUILTIN_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 LINEAGE_PROVIDER = PROVIDER_CLASS
@@ -207,6 +207,7 @@ class StreamHarness:
             raise ValueError(f"unsupported trigger {trigger!r}")
         if query_name:
             writer = writer.queryName(query_name)
+        check_checkpoint_location(self.spark, str(self.checkpoint))  # s3a:// without hadoop-aws: say so
         query = writer.start()
         try:
             finished = query.awaitTermination(RUN_TIMEOUT_S)

@@ -19,7 +19,9 @@ import org.apache.spark.sql.execution.streaming.state.lineagestore.LineageTws
   * (planner strategies run after Spark's own TWS strategy and are undone by the state rule's `copy`).
   *
   * The same rule checks the session's lineagestore settings ([[LineageConfCheck]]) on the driver when a
-  * stateful streaming query is planned, before its first batch runs any task.
+  * stateful streaming query is planned, before its first batch runs any task. A check rule
+  * ([[PythonStateCheck]]) makes a transformWithStateInPandas call fail at once, naming the missing module and
+  * the extra, when the Python its workers will run lacks what they import.
   *
   * The subclasses depend on the exact constructor of Spark's nodes, which changes between minor versions, so
   * the session refuses to start on a Spark whose nodes have another shape ([[TwsShape]]).
@@ -28,6 +30,7 @@ class LineageSessionExtensions extends (SparkSessionExtensions => Unit) {
   override def apply(extensions: SparkSessionExtensions): Unit = {
     TwsShape.checkRunningSpark()
     extensions.injectColumnar(_ => LineageTwsColumnarRule)
+    extensions.injectCheckRule(_ => PythonStateCheck(_))
   }
 }
 
