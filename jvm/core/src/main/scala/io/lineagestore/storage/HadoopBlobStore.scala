@@ -60,7 +60,7 @@ class HadoopBlobStore(
   private val fs: FileSystem =
     try root.getFileSystem(hadoopConf)
     catch { case e: IOException => throw access("open the filesystem of", root.toString, e) }
-  private val writesInPlace = Set("s3a", "s3", "gs").contains(Option(fs.getScheme).getOrElse("").toLowerCase)
+  private val writesInPlace = HadoopBlobStore.writesInPlace(fs)
 
   /** Streamed writes ([[create]]) go up in parts of `streamedPartBytes` where the filesystem has a multipart
     * uploader (s3a), see [[MultipartBlobWrite]].
@@ -278,6 +278,42 @@ class HadoopBlobStore(
 }
 
 object HadoopBlobStore {
+
+  /** Whether `fs` publishes a file only when its stream closes (object stores), so that a file written in
+    * place is never seen partial; elsewhere a file is written under a temporary name and renamed.
+    */
+  def writesInPlace(fs: FileSystem): Boolean =
+    Set("s3a", "s3", "gs").contains(Option(fs.getUri.getScheme).getOrElse("").toLowerCase)
+
+  /** Writes the small file `path` (a log entry of Spark's, a metadata file) so that a reader sees all of
+    * `bytes` or no file: a writer killed half-way through must not leave an empty or short entry that Spark
+    * would then fail to parse. In place on object stores, otherwise a temporary ([[TemporaryBlobs]], which
+    * the orphan sweep and Spark's listings skip) renamed over it. Refuses an existing `path` unless
+    * `overwrite`.
+    */
+  def writeWhole(fs: FileSystem, path: Path, bytes: Array[Byte], overwrite: Boolean): Unit =
+    if (writesInPlace(fs)) {
+      val out = fs.create(path, overwrite)
+      try out.write(bytes)
+      finally out.close()
+    } else {
+      if (!overwrite && fs.exists(path))
+        throw new org.apache.hadoop.fs.FileAlreadyExistsException(s"$path already exists")
+      val tmp = new Path(path.getParent, TemporaryBlobs.nameFor(path.getName))
+      val out = fs.create(tmp, false)
+      try out.write(bytes)
+      catch { case t: Throwable => out.close(); fs.delete(tmp, false); throw t }
+      out.close()
+      // a rename onto an existing file fails on HDFS: an overwrite replaces it (the old entry is whole until
+      // the delete, the new one from the rename on)
+      if (!fs.rename(tmp, path)) {
+        if (overwrite && fs.exists(path) && fs.delete(path, false) && fs.rename(tmp, path)) ()
+        else {
+          fs.delete(tmp, false)
+          throw new IOException(s"could not rename $tmp to $path")
+        }
+      }
+    }
 
   /** The endpoint requests to `uri` go to and the setting that chose it, for messages (s3a only). */
   def endpointOf(uri: java.net.URI, conf: Configuration): Option[String] =

@@ -7,6 +7,7 @@ import org.apache.hadoop.fs.Path
 
 import io.lineagestore.adjunct.AdjunctInspection
 import io.lineagestore.lineage.{CheckpointId, CleanupPlanner, CommitLogEntry, StateLayout}
+import io.lineagestore.storage.HadoopBlobStore
 import io.lineagestore.storage.HadoopBlobStore.wrapAccess
 import io.lineagestore.tools.Json._
 
@@ -71,12 +72,12 @@ object CheckpointTools {
     finally in.close()
   }
 
-  /** Writes a small file, replacing it if `overwrite` (the clone's new query id). */
+  /** Writes a small file whole or not at all (an offset or commit log entry of a repartition, a file sink's
+    * log entry), replacing it if `overwrite` (the clone's new query id).
+    */
   def writeText(uri: String, text: String, overwrite: Boolean): Unit = {
     val p = new Path(uri)
-    val out = p.getFileSystem(ToolEnv.hadoopConf).create(p, overwrite)
-    try out.write(text.getBytes(UTF_8))
-    finally out.close()
+    HadoopBlobStore.writeWhole(p.getFileSystem(ToolEnv.hadoopConf), p, text.getBytes(UTF_8), overwrite)
   }
 
   /** Deletes one file (the `--undo` of an unfinished repartition's offset entry); false if it was absent. */
