@@ -90,8 +90,9 @@ def catch_up(
     for b in rewrites:
         present = entries.get(b)
         if present is not None:
-            # an interrupted earlier run may have left the newest entry short (the write is not atomic on
-            # every filesystem): that one, with nothing after it, is written again if it differs
+            # entries are written whole (HadoopBlobStore.writeWhole), yet the newest one, with nothing after
+            # it, is still compared with what this run would write and replaced if it differs: nothing in the
+            # sink's log has read it yet, and a rewrite batch's entry has exactly one right content
             if b == sink_latest:
                 try:
                     text = _entry(tools, rules, log_uri, entries, b, interval, lines_of)
