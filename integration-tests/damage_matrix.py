@@ -294,32 +294,66 @@ def has_route(store: StoreFiles, damaged: set[str]) -> bool:
 # ---------------------------------------------------------------------------------------------- outcomes
 ROUTED, NAMED, RAW, WRONG = "routed around", "failed named", "failed raw", "wrong results"
 OUTCOMES = (ROUTED, NAMED, RAW, WRONG)
-_LINEAGE_ERRORS = ("NoRouteException", "CorruptCheckpointFileException")
+_LINEAGE_ERRORS = (
+    "io.lineagestore.store.NoRouteException:",
+    "io.lineagestore.format.CorruptCheckpointFileException:",
+)
+# Spark's error classes that say nothing of a file: the query's and foreachBatch's wrappers, and the
+# "UNCATEGORIZED" load failure whose cause is whatever the provider threw.
+_SPARK_WRAPPERS = ("STREAM_FAILED", "FOREACH_BATCH_USER_FUNCTION_ERROR")
+_TASK_FAILURE = re.compile(r"Lost task .*?\): ([A-Za-z0-9_.$]+)")
+
+
+def named_line(provider: str, error: str, damaged: list[str]) -> str | None:
+    """The provider's own damage error in ``error`` naming every damaged file, from its class on, if any:
+    lineagestore's ``NoRouteException`` / ``CorruptCheckpointFileException``; for Spark an error class of its
+    own (``[CHECKPOINT_FILE_CHECKSUM_VERIFICATION_FAILED] ... File: <path>`` and the like; not a wrapper)."""
+    for line in error.splitlines():
+        if not all(name in line for name in damaged):
+            continue
+        if provider == "lineagestore":
+            own = [line.find(e) for e in _LINEAGE_ERRORS if e in line]
+        else:
+            own = [
+                line.find(f"[{c}]")
+                for c in re.findall(r"\[([A-Z][A-Z0-9_]+(?:\.[A-Z0-9_]+)*)\]", line)
+                if c not in _SPARK_WRAPPERS and not c.endswith("UNCATEGORIZED")
+            ]
+        if own:
+            return line[min(own) :].strip()
+    return None
 
 
 def classify(provider: str, error: str | None, exact: bool, damaged: list[str]) -> str:
-    """The outcome of a resumed run: exact results (however the provider got them), the provider's own
-    error naming every damaged file, any other error, or results that differ from the oracle.
-
-    lineagestore's own errors are its ``NoRouteException`` / ``CorruptCheckpointFileException``. Spark's are
-    its error classes for state stores (``[CANNOT_LOAD_STATE_STORE...]`` and the like, not the generic
-    ``[STREAM_FAILED]`` wrapper) with the file named in Spark's own message; a Hadoop, zip, lz4 or RocksDB
-    exception surfacing under a wrapper, even one naming the file, is raw."""
+    """The outcome of a resumed run: exact results (however the provider got them: a detour, or damage in
+    bytes it never reads), its own error naming every damaged file, any other error (a Hadoop, zip, lz4 or
+    RocksDB exception, even one naming the file, or an error naming only some of the files), or results
+    that differ from the oracle. For lineagestore the failed task's own exception must be that error (a
+    raw exception with lineagestore's message somewhere below it is raw)."""
     if error is None:
         return ROUTED if exact else WRONG
-    if not all(name in error for name in damaged):
+    if named_line(provider, error, damaged) is None:
         return RAW
-    head = error.split("--- JVM stack trace")[0]
     if provider == "lineagestore":
-        own = any(
-            f"io.lineagestore.format.{e}" in error or f"io.lineagestore.store.{e}" in error
-            for e in _LINEAGE_ERRORS
-        )
-        return NAMED if own and all(name in head for name in damaged) else RAW
-    classes = [c for c in re.findall(r"\[([A-Z][A-Z_.]+)\]", head) if c != "STREAM_FAILED"]
-    spark_own = any(c.startswith(("CANNOT_LOAD_STATE_STORE", "CANNOT_READ", "STATE_STORE")) for c in classes)
-    uncategorized = all(c.endswith("UNCATEGORIZED") for c in classes)
-    return NAMED if spark_own and not uncategorized and all(name in head for name in damaged) else RAW
+        task = _TASK_FAILURE.search(error)
+        if task and not any(e.startswith(task.group(1) + ":") for e in _LINEAGE_ERRORS):
+            return RAW
+    return NAMED
+
+
+def summary_line(provider: str, error: str | None, damaged: list[str]) -> str:
+    """What the per-case list shows of a failure: the named error's line, else the deepest JVM cause."""
+    if not error:
+        return ""
+    line = named_line(provider, error, damaged)
+    if line is None:
+        causes = [
+            ln.strip()
+            for ln in error.splitlines()
+            if ln.strip().startswith("Caused by:") and "py4j" not in ln and "Python Proxy" not in ln
+        ]
+        line = causes[-1] if causes else error.splitlines()[0]
+    return line[:400]
 
 
 def report_table(results: list[dict[str, Any]]) -> str:
@@ -337,24 +371,15 @@ def report_table(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def first_error_line(error: str | None) -> str:
-    """The deepest exception line of a failure (its root cause), for the per-case list."""
-    if not error:
-        return ""
-    causes = [ln.strip() for ln in error.splitlines() if ln.strip().startswith("Caused by:")]
-    line = causes[-1] if causes else error.splitlines()[0]
-    return line[:300]
-
-
 def write_report(results: list[dict[str, Any]], path: Path) -> None:
     out = [
         report_table(results),
         "",
-        "| case | outcome | detours | root cause of the failure |",
+        "| case | outcome | detours | the error (the named line, else the deepest cause) |",
         "|---|---|---|---|",
     ]
     for r in results:
-        cause = first_error_line(r["error"]).replace("|", "\\|")
+        cause = summary_line(r["provider"], r["error"], r["damaged"]).replace("|", "\\|")
         out.append(f"| {r['id']} | {r['outcome']} | {r.get('detours', '')} | {cause} |")
     path.write_text("\n".join(out) + "\n")
     (path.with_suffix(".json")).write_text(json.dumps(results, indent=1))
