@@ -16,9 +16,9 @@ SST        a ``shared/*.sst`` only that zip uses  an ``SSTs/*.sst`` only that zi
 no route   zip 4's INDEX and delta 3              zip 4's metadata and changelog 3
 =========  =====================================  ==============================================
 
-Regions of a zip are those of its MANIFEST entry (local header, name, records) and of the zip itself
-(central directory, end record, a cut); of an INDEX its local header (the name length), its name and its
-records; of a delta its header, records and footer (the last bytes) and a cut; of an SST its first data
+Regions of a zip are those of its MANIFEST entry (local header, name, records, a zeroed range) and of the
+zip itself (central directory, end record, a cut); of an INDEX its local header (the name length, the extra
+length), its name and its records; of a delta its header, records and footer (the last bytes) and a cut; of an SST its first data
 block, its footer and a cut. Filesystems: the local filesystem with Hadoop's ``.crc`` sidecar kept (what a
 disk fault leaves: the sidecar holds the old checksums), the same with the sidecar dropped (only the
 provider's own checks can see it), and ``s3a://`` (real MinIO; no sidecars). Files are damaged in place
@@ -176,6 +176,14 @@ def _flip(at: Callable[[bytes], int]) -> Callable[[bytes], bytes]:
     return damage
 
 
+def _zero(at: Callable[[bytes], int], length: int) -> Callable[[bytes], bytes]:
+    def damage(data: bytes) -> bytes:
+        i = at(data)
+        return data[:i] + bytes(min(length, len(data) - i)) + data[i + length :]
+
+    return damage
+
+
 def _cut(to: Callable[[bytes], int]) -> Callable[[bytes], bytes]:
     return lambda data: data[: to(data)]
 
@@ -237,7 +245,9 @@ DAMAGES: tuple[Damage, ...] = (
     _zip_damage("central directory", _flip(lambda d: ZipLayout.of(d).central_directory_at + 10)),
     _zip_damage("footer (end record)", _flip(lambda d: ZipLayout.of(d).footer_at + 10)),
     _zip_damage("cut inside the MANIFEST", _cut(lambda d: _manifest(d).data_at + 10)),
+    _zip_damage("64 bytes zeroed (the MANIFEST's entry)", _zero(lambda d: _manifest(d).header_at, 64)),
     _index_damage("local header (name length)", lambda e: e.header_at + 26),
+    _index_damage("local header (extra length)", lambda e: e.header_at + 28),
     _index_damage("entry name", lambda e: e.header_at + 31),
     _index_damage("records", lambda e: e.data_at + 20),
     _sst_damage("records (first data block)", _flip(lambda d: 64)),
