@@ -21,6 +21,7 @@ from pyspark.errors import StreamingQueryException
 from lineagestore import adjunct, cli
 from lineagestore.adjunct import AdjunctTableError
 from lineagestore.testing.cli import hadoop_conf_args, run_cli
+from lineagestore.testing.session import sql_conf_restored
 
 CHANGE_SCHEMA = "id INT, op STRING, seq LONG, name STRING, score DOUBLE"
 EVENT_SCHEMA = "event INT, id INT"
@@ -307,16 +308,9 @@ def test_docs_example(spark):
     section = text[text.index("## Example") :]
     blocks = re.findall(r"^```python\n(.*?)^```$", section, re.S | re.M)
     assert len(blocks) == 2, "expected two complete examples under '## Example' and '## Example: partitioned'"
-    before = dict(spark.conf.getAll)
-    try:
+    with sql_conf_restored(spark):
         for block in blocks:
             exec(compile(block, "docs/adjunct-tables.md", "exec"), {"__name__": "adjunct_example"})
-    finally:  # the example's configure(builder).getOrCreate() set SQL confs on the shared session: undo them
-        for key, value in dict(spark.conf.getAll).items():
-            if key not in before:
-                spark.conf.unset(key)
-            elif before[key] != value:
-                spark.conf.set(key, before[key])
 
 
 def test_maintain_rerun_after_a_crash_before_its_record_commits_over_the_same_parent(spark, tmp_path):

@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from lineagestore.testing.session import sql_conf_restored
+
 DOC = Path(__file__).resolve().parent.parent / "docs" / "testing.md"
 SECTION = "## Testing your own query"
 
@@ -68,18 +70,11 @@ def test_transform_with_state_example_runs_as_written(spark, capsys):
     section = text[start : end if end >= 0 else None]
     (code,) = re.findall(r"^```python\n(.*?)^```$", section, re.S | re.M)
     shown = re.search(r"^It prints:\n\n```\n(.*?)^```$", section, re.S | re.M).group(1)
-    before = dict(spark.conf.getAll)
     namespace = {"__name__": "tws_example"}
-    try:
+    with sql_conf_restored(spark):
         capsys.readouterr()
         exec(compile(code, str(TWS_DOC), "exec"), namespace)
         printed = capsys.readouterr().out
-    finally:  # the example's configure(builder).getOrCreate() set SQL confs on the shared session: undo them
-        for key, value in dict(spark.conf.getAll).items():
-            if key not in before:
-                spark.conf.unset(key)
-            elif before[key] != value:
-                spark.conf.set(key, before[key])
     assert printed == shown, printed
     offsets = Path(namespace["checkpoint"]) / "offsets" / "0"
     assert "io.lineagestore.spark.LineageStateStoreProvider" in offsets.read_text()

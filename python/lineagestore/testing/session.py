@@ -14,7 +14,8 @@ local directory under pytest's temporary directory, UTC, and a cluster when aske
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 # Snapshot and maintain often, so that a test of a few batches sees snapshots, uploads and clean-ups.
@@ -61,3 +62,19 @@ def local_session(master: str = "local[2]", **kwargs: Any) -> Any:
     session = local_builder(master, **kwargs).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+@contextmanager
+def sql_conf_restored(spark: Any) -> Iterator[None]:
+    """Runs its block, then puts the session's SQL confs back as they were: a docs example runs
+    ``configure(builder).getOrCreate()`` as a user would, which returns the suite's shared session with the
+    example's settings on it, and the suite's next test must not inherit them."""
+    before = dict(spark.conf.getAll)
+    try:
+        yield
+    finally:
+        for key, value in dict(spark.conf.getAll).items():
+            if key not in before:
+                spark.conf.unset(key)
+            elif before[key] != value:
+                spark.conf.set(key, before[key])
