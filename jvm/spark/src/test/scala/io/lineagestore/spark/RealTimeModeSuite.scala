@@ -77,6 +77,48 @@ class RealTimeModeSuite extends AnyFunSuite with LocalSparkSession {
     }
   }
 
+  test("EXPERIMENT: a checkpoint begun on lineagestore continues in real-time mode when the session names no provider") {
+    val s = spark
+    import s.implicits._
+    val input = LowLatencyMemoryStream[(String, Int)](s)
+    input.addData(Rows)
+    val df = input.toDF().toDF("k", "v").groupBy("k").agg(count(lit(1)).as("n"), sum("v").as("total"))
+    val ck = new File(tmp, "route-agg").getAbsolutePath
+    spark.conf.set(ProviderKey, classOf[LineageStateStoreProvider].getName)
+    val first = df.writeStream
+      .outputMode("update")
+      .foreach(new RealTimeModeSuite.Collect("route"))
+      .option("checkpointLocation", ck)
+      .trigger(Trigger.AvailableNow())
+      .start()
+    first.awaitTermination()
+    spark.conf.unset(ProviderKey)
+    info("after micro-batch: " + RealTimeModeSuite.rows("route"))
+    input.addData(Seq(("a", 10), ("c", 5)))
+    val q = df.writeStream
+      .outputMode("update")
+      .foreach(new RealTimeModeSuite.Collect("route"))
+      .option("checkpointLocation", ck)
+      .trigger(Trigger.RealTime("2 seconds"))
+      .start()
+    try {
+      val expected = Set(("a", 4L, 15L), ("b", 2L, 4L), ("c", 1L, 5L))
+      val deadline = System.nanoTime() + 60L * 1000 * 1000 * 1000
+      def latest = RealTimeModeSuite.rows("route").groupBy(_._1).map(_._2.last).toSet
+      while (latest != expected && System.nanoTime() < deadline && q.exception.isEmpty) Thread.sleep(200)
+      info("rows: " + RealTimeModeSuite.rows("route"))
+      info("exception: " + q.exception)
+      Thread.sleep(5000)
+      info("progress: " + q.recentProgress.map(p => p.batchId + ":" + p.stateOperators.map(_.customMetrics).mkString).mkString(" | "))
+    } finally q.stop()
+    val offsets = new File(ck, "offsets").listFiles().map(_.getName).sorted
+    offsets.foreach { f =>
+      val t = scala.io.Source.fromFile(new File(new File(ck, "offsets"), f)).mkString
+      info(f + ": " + t.linesIterator.drop(1).next().split(",").filter(_.contains("providerClass")).mkString)
+    }
+    info("state files: " + new File(ck, "state/0/0").list().sorted.mkString(" "))
+  }
+
   test("Spark's provider: the same queries run in real-time mode (the provider is the only reason)") {
     val expected = Map(
       "aggregation" -> Set(("a", 3L, 5L), ("b", 2L, 4L)),
