@@ -21,6 +21,8 @@ import org.apache.spark.sql.execution.streaming.state.lineagestore.LineageTws
   * The same rule checks the session's lineagestore settings ([[LineageConfCheck]]) on the driver when a
   * stateful streaming query is planned, before its first batch runs any task.
   *
+  * It also holds the real-time helper's provider check ([[RealTimeProviderGuard]], [[RealTimeQuery]]).
+  *
   * The subclasses depend on the exact constructor of Spark's nodes, which changes between minor versions, so
   * the session refuses to start on a Spark whose nodes have another shape ([[TwsShape]]).
   */
@@ -36,6 +38,7 @@ private[spark] object LineageTwsColumnarRule extends ColumnarRule {
     override val ruleName: String = "LineageTransformWithState"
     override def apply(plan: SparkPlan): SparkPlan = {
       LineageConfCheck(plan)
+      RealTimeProviderGuard(plan)
       LineageTws.replaceNodes(plan)
     }
   }
