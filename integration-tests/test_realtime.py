@@ -1,7 +1,7 @@
 """Real-time mode on lineagestore from Python: ``lineagestore.realtime.start`` (docs/operations.md, "Real-time
 mode"). The source is Spark's real-time test source, ``LowLatencyMemoryStream``, made through py4j (the only
-other real-time source is Kafka). One shuffle partition: a real-time batch runs its source task and every
-shuffle partition at once, and the session's ``local[2]`` has two cores.
+other real-time source is Kafka). One source partition and one shuffle partition: a real-time batch runs its source
+tasks and every shuffle partition at once, and the session's ``local[2]`` has two cores.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def test_realtime_start_runs_on_lineagestore_and_restarts(spark, provider, tmp_p
         pytest.skip("the helper is for lineagestore; Spark's provider runs real-time mode without it")
     jvm = spark._jvm
     stream = jvm.org.apache.spark.sql.execution.streaming.sources.LowLatencyMemoryStream.apply(
-        spark._jsparkSession, jvm.org.apache.spark.sql.Encoders.STRING()
+        spark._jsparkSession, 1, jvm.org.apache.spark.sql.Encoders.STRING()
     )
 
     def add(*values: str) -> None:
@@ -69,7 +69,11 @@ def test_realtime_start_runs_on_lineagestore_and_restarts(spark, provider, tmp_p
     counts = DataFrame(stream.toDF(), spark).groupBy("value").agg(F.count("*").alias("n"))
     checkpoint, out = str(tmp_path / "ck"), tmp_path / "rows.txt"
     writer = _Lines(str(out))
+    partitions = spark.conf.get("spark.sql.shuffle.partitions")
     spark.conf.set("spark.sql.shuffle.partitions", "1")
+    spark.conf.set(
+        "spark.sql.streaming.realTimeMode.minBatchDuration", "1000"
+    )  # Spark's default minimum: 5 s
     try:
         for expected in ({"a": 2, "b": 1}, {"a": 3, "b": 1, "c": 1}):
             query = start(counts, checkpoint, "2 seconds", lambda w: w.outputMode("update").foreach(writer))
@@ -78,13 +82,15 @@ def test_realtime_start_runs_on_lineagestore_and_restarts(spark, provider, tmp_p
                 deadline = time.monotonic() + 60
                 while not (query.lastProgress or {}).get("stateOperators") and time.monotonic() < deadline:
                     time.sleep(0.2)  # a real-time batch reports when it commits, at its end
+                assert query.lastProgress, "no real-time batch committed within 60 s"
                 metrics = [m for op in query.lastProgress["stateOperators"] for m in op["customMetrics"]]
                 assert any(m.startswith("lineagestore") for m in metrics), metrics
             finally:
                 query.stop()
             add("a", "c")
     finally:
-        spark.conf.unset("spark.sql.shuffle.partitions")
+        spark.conf.set("spark.sql.shuffle.partitions", partitions)
+        spark.conf.unset("spark.sql.streaming.realTimeMode.minBatchDuration")
 
 
 def test_realtime_start_refuses_a_checkpoint_of_another_provider(spark, provider, tmp_path):
