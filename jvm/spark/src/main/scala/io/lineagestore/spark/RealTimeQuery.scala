@@ -144,22 +144,22 @@ final class RealTimeStart(df: DataFrame, val checkpointLocation: String) extends
       Thread.sleep(50)
       planned = RealTimeSession.plannedProvider(q)
     }
-    def fail(why: String, cause: Throwable = null): Nothing = {
+    def fail(why: String): Nothing = {
       q.stop()
       throw new RealTimeRouteException(
         s"lineagestore: the real-time query at $checkpointLocation (offset log at batch $batch, recorded by " +
           s"lineagestore) $why. Spark ${org.apache.spark.SPARK_VERSION} may apply its real-time settings in " +
           s"another order than Spark ${TwsShape.BuiltForSpark}, which this helper was built for; the query was " +
-          "stopped. Run real-time queries on Spark's provider until a lineagestore release for this Spark.",
-        cause
+          "stopped. Run real-time queries on Spark's provider until a lineagestore release for this Spark."
       )
     }
-    q.exception.foreach(e => fail("failed as it started: " + e.getMessage, e))
     planned match {
       case Some(LineageTws.ProviderClassName) =>
       case Some(other)                        => fail(s"was planned on $other, not on lineagestore")
-      case None if !q.isActive                => fail("stopped before its first batch was planned")
-      case None => fail(s"did not plan its first batch within $PlanTimeoutMs ms")
+      // failed before its first batch was planned: the query's own error (source, sink, Spark's checks)
+      case None if q.exception.isDefined => throw q.exception.get
+      case None if !q.isActive           => fail("stopped before its first batch was planned")
+      case None                          => fail(s"did not plan its first batch within $PlanTimeoutMs ms")
     }
   }
 }

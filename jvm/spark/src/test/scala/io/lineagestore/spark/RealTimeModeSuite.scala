@@ -65,9 +65,16 @@ class RealTimeModeSuite extends AnyFunSuite with LocalSparkSession {
 
   /** A real-time query on Spark's provider, started as Spark documents it (the session names the provider).
     */
-  private def startBuiltin(df: DataFrame, ck: String, run: String) = {
+  private def startBuiltin(df: DataFrame, ck: String, run: String): StreamingQuery =
+    startBuiltin(df, ck, sink(run))
+
+  private def startBuiltin(
+      df: DataFrame,
+      ck: String,
+      w: DataStreamWriter[Row] => DataStreamWriter[Row]
+  ): StreamingQuery = {
     spark.conf.set(ProviderKey, Builtin)
-    try sink(run)(df.writeStream).option("checkpointLocation", ck).trigger(Trigger.RealTime(Batch)).start()
+    try w(df.writeStream).option("checkpointLocation", ck).trigger(Trigger.RealTime(Batch)).start()
     finally spark.conf.unset(ProviderKey)
   }
 
@@ -170,6 +177,32 @@ class RealTimeModeSuite extends AnyFunSuite with LocalSparkSession {
   test("dropDuplicates in real-time mode through RealTimeQuery: as on Spark's provider, with a restart") {
     val once = Set(("a", 1L, 1L), ("b", 1L, 2L), ("a", 1L, 3L))
     compare("dropDuplicates", dedup, byValue = true, once, once ++ Set(("a", 1L, 10L), ("c", 1L, 5L)))
+  }
+
+  test("a failed task fails the real-time batch; restarted through the helper, as on Spark's provider") {
+    val input = source()
+    val df = aggregation(input.toDF().toDF("k", "v"))
+    val runs = Seq(
+      "ls-kill" -> ((ck: String, w: DataStreamWriter[Row] => DataStreamWriter[Row]) =>
+        RealTimeQuery.start(df, ck, Batch)(w)
+      ),
+      "rocks-kill" -> ((ck: String, w: DataStreamWriter[Row] => DataStreamWriter[Row]) =>
+        startBuiltin(df, ck, w)
+      )
+    )
+    val ck = runs.map { case (run, _) => run -> new File(tmp, run).getAbsolutePath }.toMap
+    for ((run, begin) <- runs)
+      runUntil(begin(ck(run), sink(run)), run, byValue = false, Set(("a", 3L, 5L), ("b", 2L, 4L)))
+    input.addData(Seq(("c", 5), ("a", 1)))
+    // the sink's task throws on its first row of key c (local mode: no task retries, the batch fails)
+    for ((run, begin) <- runs) {
+      val q = begin(ck(run), _.outputMode("update").foreach(new RealTimeModeSuite.FailOnce(run, "c")))
+      val e = intercept[StreamingQueryException](q.awaitTermination(120000))
+      assert(e.getMessage.contains(RealTimeModeSuite.Injected), e)
+    }
+    val expected = Set(("a", 4L, 6L), ("b", 2L, 4L), ("c", 1L, 5L))
+    for ((run, begin) <- runs) runUntil(begin(ck(run), sink(run)), run, byValue = false, expected)
+    assert(latest("ls-kill", byValue = false) === latest("rocks-kill", byValue = false))
   }
 
   test("guards: a plan on Spark's provider stops before opening state; Spark's checkpoints are refused") {
@@ -276,6 +309,17 @@ object RealTimeModeSuite {
       collected
         .computeIfAbsent(run, _ => new ConcurrentLinkedQueue())
         .add((r.getString(0), r.getLong(1), r.getLong(2)))
+    override def close(errorOrNull: Throwable): Unit = ()
+  }
+
+  val Injected = "lineagestore test: the sink's task fails here"
+  private val failed = java.util.concurrent.ConcurrentHashMap.newKeySet[String]()
+
+  /** Throws on the first row of `key` a run's sink sees, once per run. */
+  final class FailOnce(run: String, key: String) extends ForeachWriter[Row] {
+    override def open(partitionId: Long, epochId: Long): Boolean = true
+    override def process(r: Row): Unit =
+      if (r.getString(0) == key && failed.add(run)) throw new IllegalStateException(Injected)
     override def close(errorOrNull: Throwable): Unit = ()
   }
 
