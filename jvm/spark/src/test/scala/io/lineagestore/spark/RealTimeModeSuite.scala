@@ -205,6 +205,22 @@ class RealTimeModeSuite extends AnyFunSuite with LocalSparkSession {
     assert(latest("ls-kill", byValue = false) === latest("rocks-kill", byValue = false))
   }
 
+  test("an empty source: the first batch still records lineagestore; real-time batches then run on it") {
+    val s = spark
+    import s.implicits._
+    val empty = LowLatencyMemoryStream[(String, Int)](s)
+    val df = aggregation(empty.toDF().toDF("k", "v"))
+    val ck = new File(tmp, "empty").getAbsolutePath
+    // Spark's test source reports an offset when empty, so AvailableNow commits an empty batch 0 (a source
+    // whose first offset never moves is tried again every second until firstBatchTimeoutMs)
+    val q = RealTimeQuery.start(df, ck, Batch, firstBatchTimeoutMs = 60000)(sink("empty"))
+    assert(RealTimeSession.recordedProvider(spark, ck).flatMap(_._2).contains(Ours))
+    empty.addData(Rows)
+    assert(
+      lineagestoreMetrics(runUntil(q, "empty", byValue = false, Set(("a", 3L, 5L), ("b", 2L, 4L)))).nonEmpty
+    )
+  }
+
   test("guards: a plan on Spark's provider stops before opening state; Spark's checkpoints are refused") {
     val input = source()
     val df = aggregation(input.toDF().toDF("k", "v"))
@@ -225,7 +241,7 @@ class RealTimeModeSuite extends AnyFunSuite with LocalSparkSession {
     assert(stores.isEmpty, "a store was opened")
     assert(RealTimeModeSuite.rows("guard").isEmpty)
 
-    // a real-time batch writes its offset-log entry later: nothing records a provider, and Spark refuses to
+    // a real-time batch stopped at planning leaves no offset-log entry: nothing records a provider, and Spark refuses to
     // begin the checkpoint again (its planner wrote the operator's schema), on any provider
     assert(RealTimeSession.recordedProvider(spark, ck).isEmpty)
     val again = intercept[StreamingQueryException](RealTimeQuery.start(df, ck, Batch)(sink("guard")))
