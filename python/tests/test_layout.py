@@ -24,6 +24,7 @@ PART_OF = {
     "cli": "cli",
     "adjunct": "library",
     "sinks": "library",
+    "realtime": "library",
     "demo": "demo",
     "checkpoint_jvm": "compat",
     "repartition": "compat",

@@ -23,6 +23,8 @@ import org.apache.spark.sql.execution.streaming.state.lineagestore.LineageTws
   * ([[PythonStateCheck]]) makes a transformWithStateInPandas call fail at once, naming the missing module and
   * the extra, when the Python its workers will run lacks what they import.
   *
+  * It also holds the real-time helper's provider check ([[RealTimeProviderGuard]], [[RealTimeQuery]]).
+  *
   * The subclasses depend on the exact constructor of Spark's nodes, which changes between minor versions, so
   * the session refuses to start on a Spark whose nodes have another shape ([[TwsShape]]).
   */
@@ -39,6 +41,7 @@ private[spark] object LineageTwsColumnarRule extends ColumnarRule {
     override val ruleName: String = "LineageTransformWithState"
     override def apply(plan: SparkPlan): SparkPlan = {
       LineageConfCheck(plan)
+      RealTimeProviderGuard(plan)
       LineageTws.replaceNodes(plan)
     }
   }
