@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from lineagestore._session import check_checkpoint_location
+from lineagestore.jvm.errors import translated
 
 _PKG = "io.lineagestore.spark.adjunct"
 
@@ -29,17 +30,7 @@ class AdjunctTableError(ValueError):
 
 
 def _jvm_call(body: Callable[[], Any]) -> Any:
-    try:
-        return body()
-    except Exception as e:  # PySpark's captured JVM exception, or py4j's
-        origin = getattr(e, "_origin", None) or getattr(e, "java_exception", None)
-        try:
-            cls = origin.getClass().getName() if origin is not None else ""
-        except Exception:  # noqa: BLE001 - the JVM object may be gone; keep the original error
-            cls = ""
-        if cls == f"{_PKG}.AdjunctTableException":
-            raise AdjunctTableError(origin.getMessage()) from None
-        raise
+    return translated(body, {f"{_PKG}.AdjunctTableException": AdjunctTableError})
 
 
 def _obj(spark: Any, name: str) -> Any:

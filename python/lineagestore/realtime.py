@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from lineagestore.jvm.errors import translated
+
 _ROUTE_EXCEPTION = "io.lineagestore.spark.RealTimeRouteException"
 
 
@@ -27,17 +29,7 @@ class RealTimeRouteError(RuntimeError):
 
 
 def _route_errors(body: Callable[[], Any]) -> Any:
-    try:
-        return body()
-    except Exception as e:  # PySpark's captured JVM exception, or py4j's
-        origin = getattr(e, "_origin", None) or getattr(e, "java_exception", None)
-        try:
-            cls = origin.getClass().getName() if origin is not None else ""
-        except Exception:  # noqa: BLE001 - the JVM object may be gone; keep the original error
-            cls = ""
-        if cls == _ROUTE_EXCEPTION:
-            raise RealTimeRouteError(origin.getMessage()) from None
-        raise
+    return translated(body, {_ROUTE_EXCEPTION: RealTimeRouteError})
 
 
 def start(
