@@ -3,6 +3,7 @@ package org.apache.spark.sql.execution.streaming.state.lineagestore
 import java.util.UUID
 
 import org.apache.spark.sql.classic.SparkSession
+import org.apache.spark.sql.execution.streaming.checkpointing.OffsetSeqLog
 import org.apache.spark.sql.execution.streaming.runtime.StreamingQueryWrapper
 import org.apache.spark.sql.internal.SQLConf
 
@@ -22,17 +23,24 @@ object CheckpointProvider {
       sessionProvider: String
   )
 
-  def of(queryId: UUID): Option[Recorded] = {
-    val key = SQLConf.STATE_STORE_PROVIDER_CLASS.key
+  def of(queryId: UUID): Option[Recorded] =
     SparkSession.getActiveSession
       .orElse(SparkSession.getDefaultSession)
       .flatMap(s => Option(s.streams.get(queryId)))
       .collect { case w: StreamingQueryWrapper => w.streamingQuery }
       .flatMap { q =>
-        q.offsetLog.getLatest().map { case (batchId, offsets) =>
-          val conf = offsets.metadataOpt.map(_.conf).getOrElse(Map.empty[String, String])
-          Recorded(q.resolvedCheckpointRoot, batchId, conf.get(key), q.sparkSession.conf.get(key))
+        latest(q.offsetLog).map { case (batchId, provider) =>
+          Recorded(q.resolvedCheckpointRoot, batchId, provider, q.sparkSession.conf.get(ProviderKey))
         }
       }
-  }
+
+  /** The newest entry of an offset log: its batch id and the provider class it records (None: it records
+    * none), if the log has an entry.
+    */
+  def latest(offsetLog: OffsetSeqLog): Option[(Long, Option[String])] =
+    offsetLog.getLatest().map { case (batchId, offsets) =>
+      batchId -> offsets.metadataOpt.flatMap(_.conf.get(ProviderKey))
+    }
+
+  private val ProviderKey = SQLConf.STATE_STORE_PROVIDER_CLASS.key
 }

@@ -25,9 +25,7 @@ object RealTimeSession {
 
   /** The checkpoint's newest offset-log entry: its batch id and the provider class it records. */
   def recordedProvider(spark: SparkSession, checkpoint: String): Option[(Long, Option[String])] =
-    new OffsetSeqLog(spark, s"$checkpoint/offsets").getLatest().map { case (batchId, offsets) =>
-      batchId -> offsets.metadataOpt.flatMap(_.conf.get(SQLConf.STATE_STORE_PROVIDER_CLASS.key))
-    }
+    CheckpointProvider.latest(new OffsetSeqLog(spark, s"$checkpoint/offsets"))
 
   /** The checkpoint's newest committed batch. */
   def committedBatch(spark: SparkSession, checkpoint: String): Option[Long] =
