@@ -48,7 +48,7 @@ from damage_matrix import (
     write_report,
 )
 from lineagestore.testing.faults import S3Object
-from lineagestore.testing.harness import PROVIDER_CLASSES, _describe_failure, close_state_stores
+from lineagestore.testing.harness import PROVIDER_CLASSES, close_state_stores, describe_failure
 
 PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 LOCAL_DIR = "spark.sql.streaming.stateStore.lineagestore.localDir"
@@ -214,7 +214,7 @@ def _resume(spark, provider: str, source: Path, checkpoint: str, local_dir: Path
         if not query.awaitTermination(RUN_TIMEOUT_S):
             return latest, None, f"the resumed run did not finish within {RUN_TIMEOUT_S}s"
     except Exception as exc:  # StreamingQueryException: the outcome under test
-        return latest, None, _describe_failure(exc)
+        return latest, None, describe_failure(exc)
     finally:
         if query.isActive:
             query.stop()

@@ -87,7 +87,7 @@ def _stack_head(stack: str, frames_per_exception: int = 8, max_lines: int = 60) 
     return "\n".join(out[:max_lines])
 
 
-def _describe_failure(exc: BaseException) -> str:
+def describe_failure(exc: BaseException) -> str:
     desc = getattr(exc, "_desc", None) or str(exc).split("\n\nJVM stacktrace:")[0]
     desc = desc.split("=== Streaming Query ===")[0].strip()
     stack = getattr(exc, "_stackTrace", None) or ""
@@ -212,7 +212,7 @@ class StreamHarness:
         try:
             finished = query.awaitTermination(RUN_TIMEOUT_S)
         except Exception as exc:  # StreamingQueryException and friends
-            raise StreamFailed(f"run {len(self.runs)} failed\n{_describe_failure(exc)}") from exc
+            raise StreamFailed(f"run {len(self.runs)} failed\n{describe_failure(exc)}") from exc
         finally:
             if query.isActive:
                 query.stop()
