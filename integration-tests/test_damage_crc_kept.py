@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from lineagestore.testing.faults import flip_in_place
 from lineagestore.testing.harness import PROVIDER_CLASSES, close_state_stores
 
 PROVIDER = "spark.sql.streaming.stateStore.providerClass"
@@ -34,14 +35,6 @@ def _run(spark, source: Path, checkpoint: Path, latest: dict) -> dict:
     )
     query.awaitTermination()
     return query.lastProgress
-
-
-def _flip_in_place(f: Path, at: int) -> None:
-    with open(f, "r+b") as out:  # in place: the .crc sidecar beside it keeps the checksums as written
-        out.seek(at)
-        b = out.read(1)[0]
-        out.seek(at)
-        out.write(bytes([b ^ 0xFF]))
 
 
 def test_a_zip_damaged_with_its_crc_kept_is_routed_around_cold(spark, tmp_path):
@@ -68,7 +61,7 @@ def test_a_zip_damaged_with_its_crc_kept_is_routed_around_cold(spark, tmp_path):
             if len(zips) >= 1:
                 newest = zips[-1]
                 assert (store / f".{newest.name}.crc").is_file()
-                _flip_in_place(newest, 60)  # inside the INDEX, the zip's first entry
+                flip_in_place(newest, 60)  # inside the INDEX, the zip's first entry
                 damaged.append(newest)
         assert damaged, "no snapshot was uploaded"
 
