@@ -11,6 +11,7 @@ carries that provider's files.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -23,6 +24,20 @@ if str(HERE) not in sys.path:  # make `import providers` work under any pytest i
 from lineagestore.testing.harness import BUILTIN_PROVIDER, PROVIDER_CLASSES, StreamHarness  # noqa: E402
 from lineagestore.testing.session import SNAPSHOT_OFTEN  # noqa: E402
 from providers import LINEAGE_JAR, LINEAGE_JAR_SOURCE, PROVIDER_PARAMS  # noqa: E402
+
+# The long run: tests marked ``long_run`` (the whole of a matrix whose sample runs anyway, a second run of a
+# scenario another test already covers) run only with LINEAGESTORE_LONG_RUN=1, which keeps dev/test inside CI's
+# 40 minutes. docs/testing.md, "The long run", lists them and why each is there.
+LONG_RUN = os.environ.get("LINEAGESTORE_LONG_RUN") == "1"
+
+
+def pytest_collection_modifyitems(config, items):
+    if LONG_RUN:
+        return
+    skip = pytest.mark.skip(reason="long run only: LINEAGESTORE_LONG_RUN=1 dev/test (docs/testing.md)")
+    for item in items:
+        if item.get_closest_marker("long_run"):
+            item.add_marker(skip)
 
 
 def pytest_report_header(config):

@@ -71,3 +71,11 @@ PROVIDER_PARAMS = [
         ),
     ),
 ]
+
+# For tests whose Spark-provider half is a reference for what the test expects of Spark's own code (the
+# offset log's errors at query start, its restart), not an oracle for lineagestore's outputs: that half runs in
+# the long run only (conftest.py, LINEAGESTORE_LONG_RUN; docs/testing.md), lineagestore's in every run.
+PROVIDER_PARAMS_SPARK_IN_LONG_RUN = [
+    pytest.param(*PROVIDER_PARAMS[0].values, id="builtin", marks=pytest.mark.long_run),
+    PROVIDER_PARAMS[1],
+]

@@ -20,6 +20,7 @@ from lineagestore.testing import oracle
 from lineagestore.testing.cli import run_cli
 from lineagestore.testing.harness import S3StreamHarness, StreamFailed
 from lineagestore.testing.s3_proxy import FAULT_TEST_HOLD_S, FaultyS3Proxy, s3a_conf_via_proxy
+from providers import PROVIDER_PARAMS_SPARK_IN_LONG_RUN
 
 LOCAL_DIR_KEY = "spark.sql.streaming.stateStore.lineagestore.localDir"
 
@@ -89,6 +90,7 @@ def _continues(h, runs, expected_batch: int):
 
 
 # ----------------------------------------------------------------------------------- queries (Spark first)
+@pytest.mark.parametrize("provider", PROVIDER_PARAMS_SPARK_IN_LONG_RUN, indirect=True)
 def test_wrong_credentials_fail_clearly_and_the_restart_continues(
     spark, provider, s3_server, bucket, tmp_path
 ):
@@ -104,6 +106,7 @@ def test_wrong_credentials_fail_clearly_and_the_restart_continues(
     _continues(h, runs, 2)
 
 
+@pytest.mark.parametrize("provider", PROVIDER_PARAMS_SPARK_IN_LONG_RUN, indirect=True)
 def test_unreachable_endpoint_fails_clearly_and_the_restart_continues(
     spark, provider, s3_server, bucket, tmp_path
 ):
@@ -120,6 +123,7 @@ def test_unreachable_endpoint_fails_clearly_and_the_restart_continues(
     _continues(h, runs, 2)
 
 
+@pytest.mark.parametrize("provider", PROVIDER_PARAMS_SPARK_IN_LONG_RUN, indirect=True)
 def test_missing_bucket_fails_clearly(spark, provider, s3_server, tmp_path):
     name = f"ls-missing-{uuid.uuid4().hex[:10]}"  # never created
     conf = spark.sparkContext._jsc.hadoopConfiguration()

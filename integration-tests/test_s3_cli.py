@@ -215,6 +215,9 @@ def test_clone_with_packages_copies_server_side(checkpoint, tmp_path):
     ], retrieved
 
 
+# The long run only: a fresh machine downloads about 1.3 GB from Maven Central here, and what our code does with
+# --packages (Ivy's resolution into the command's class loader) is test_clone_with_packages_copies_server_side's.
+@pytest.mark.long_run
 def test_packages_resolve_from_maven_central(checkpoint):
     """What a user types: ``--packages org.apache.hadoop:hadoop-aws:3.5.0`` with Spark's default resolvers.
 

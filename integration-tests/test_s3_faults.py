@@ -110,7 +110,11 @@ def test_query_under_a_fault_rate_matches_the_oracle(spark, provider, s3_server,
 # so on Spark's provider it repeated the lineagestore case's checks of Spark's own restart (27 s of CI).
 @pytest.mark.parametrize(
     ("provider", "target"),
-    [("lineagestore", "all"), ("lineagestore", "state"), ("builtin", "state")],
+    [
+        ("lineagestore", "all"),
+        ("lineagestore", "state"),
+        pytest.param("builtin", "state", marks=pytest.mark.long_run),  # Spark's behaviour: the long run
+    ],
     indirect=["provider"],
 )
 def test_writes_failing_past_the_retries_fail_the_batch_cleanly(

@@ -114,6 +114,8 @@ def test_small_preset_two_providers_two_workloads(tmp_path):
         assert "CPU samples of Java code" in text and "slow JIT compilations" in text
 
 
+# The long run only: scale.py runs run.py (the small preset's test above) once per mode and adds its report.
+@pytest.mark.long_run
 @pytest.mark.skipif(shutil.which("javac") is None, reason="the counting filesystem is compiled with javac")
 def test_scale_runs_idle_and_busy_and_reports_the_targets(tmp_path):
     """scale.py end to end at a tiny size: one run per mode (busy beside one CPU-bound process), each with its
