@@ -148,12 +148,13 @@ def snapshot_versions(objects: list[tuple[str, int]], partitions: int) -> dict[i
 
 def settle(spark, cluster, q) -> None:
     """Until the Worker's replacement for a killed executor has registered with the driver (a running JVM
-    is not enough: it fetches the application's jars, 0.7 GB with s3a's SDK bundle, before it registers),
-    and the batch in progress has ended. The settle batches that follow run with every host's executor, so
-    they, not the next kill's window, take the new executor's first tasks (its code generation, its first
-    filesystem, the stores it is handed). Without this, a replacement that registered late joined the next
-    kill's batch for whichever provider had recovered faster the time before, and a cold JVM's minute of
-    start-up was measured as that provider's recovery (docs/benchmarks.md, "Recovery after executor loss").
+    is not enough: at load 25 one took 19 s to register), and the batch in progress has ended. The settle
+    batches that follow run with every host's executor, so they, not the next kill's window, take the new
+    executor's first tasks (its fetch of the application's jars, 0.7 GB with s3a's SDK bundle, its code
+    generation, its first s3a filesystem, the stores it is handed). Without this, a replacement that
+    registered late joined the next kill's batch for whichever provider had recovered faster the time before,
+    and a cold JVM's minute of start-up was measured as that provider's recovery (docs/benchmarks.md,
+    "Recovery after executor loss").
     """
     cluster.await_executors(spark)
     wait_idle(q)
