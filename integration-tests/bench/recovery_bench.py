@@ -13,7 +13,11 @@ SIGKILLed and its host's lineagestore local directory removed (a lost machine: t
 Worker starts there has an empty disk for both providers; Spark's provider never reuses a dead executor's
 directory anyway). Measured: seconds from the kill to the end of that batch, and the bytes every client
 downloaded from S3 meanwhile (counted by the per-connection throttle, ``stream_limit.py``), next to the same
-batch size without a kill.
+batch size without a kill. After each kill the next starts only once the replacement executor has registered
+with the driver and ``--settle-batches`` update batches have run on it (:func:`settle`), so a cold JVM's
+start-up is in neither provider's recovery window; each kill's line says how many executors were registered
+at the kill (``executorsAtKill``). ``--thread-dumps DIR`` samples every executor with jstack during each kill's
+batch (``thread_dumps.py`` summarises them).
 
 S3 serves one GET stream at a fraction of a host's bandwidth: ``--s3-stream-limit MB/s`` holds every connection
 to it, so a restore that reads one file at a time is measured as it would be against S3.
@@ -142,6 +146,25 @@ def snapshot_versions(objects: list[tuple[str, int]], partitions: int) -> dict[i
     return newest
 
 
+def settle(spark, cluster, q) -> None:
+    """Until the Worker's replacement for a killed executor has registered with the driver (a running JVM
+    is not enough: at load 25 one took 19 s to register), and the batch in progress has ended. The settle
+    batches that follow run with every host's executor, so they, not the next kill's window, take the new
+    executor's first tasks (its fetch of the application's jars, 0.7 GB with s3a's SDK bundle, its code
+    generation, its first s3a filesystem, the stores it is handed). Without this, a replacement that
+    registered late joined the next kill's batch for whichever provider had recovered faster the time before,
+    and a cold JVM's minute of start-up was measured as that provider's recovery (docs/benchmarks.md,
+    "Recovery after executor loss").
+    """
+    cluster.await_executors(spark)
+    wait_idle(q)
+
+
+def executors_registered(spark) -> int:
+    """Executors the driver knows now (its own entry left out)."""
+    return len(spark.sparkContext._jsc.sc().statusTracker().getExecutorInfos()) - 1
+
+
 def run_provider(provider: str, spark, cluster, s3, limit, args, work: Path) -> dict:
     bucket = s3.bucket(f"recovery-{provider}")
     checkpoint = f"s3a://{bucket}/ckpt"
@@ -193,6 +216,7 @@ def run_provider(provider: str, spark, cluster, s3, limit, args, work: Path) -> 
                     return
                 time.sleep(0.01)
             time.sleep(args.kill_after)
+            killed["executors"] = executors_registered(spark)
             killed["pid"] = cluster.kill_executor(victim)
             killed["at"] = time.monotonic()
             shutil.rmtree(cluster.local_dir(victim) / "lineagestore", ignore_errors=True)
@@ -200,9 +224,17 @@ def run_provider(provider: str, spark, cluster, s3, limit, args, work: Path) -> 
         wait_idle(q)
         killer = threading.Thread(target=kill_in_batch)
         killer.start()
+        dumps = None
+        if args.thread_dumps is not None:
+            from thread_dumps import ThreadDumps
+
+            dumps = ThreadDumps(cluster, args.thread_dumps, f"{provider}-kill{i + 1}", args.dump_interval_s)
+            dumps.start()
         target = next_batch(args.update_rows, (batch + 1) * 7919, stride)
         done = run_batch(q)
         killer.join()
+        if dumps is not None:
+            dumps.stop()
         if "at" not in killed or killed["at"] > done:
             raise RuntimeError(f"{provider}: the kill did not land inside batch {target}")
         downloaded = limit.served_bytes() - before
@@ -213,6 +245,7 @@ def run_provider(provider: str, spark, cluster, s3, limit, args, work: Path) -> 
             "host": victim,
             "batch": target,
             "recoveryS": round(done - killed["at"], 2),
+            "executorsAtKill": killed["executors"],
             "downloadedBytes": downloaded,
             "lineagestoreBytesDownloaded": next(
                 (
@@ -226,14 +259,12 @@ def run_provider(provider: str, spark, cluster, s3, limit, args, work: Path) -> 
         }
         kills.append(kill)
         print(json.dumps(kill), flush=True)
-        # the replacement executor has registered before the next kill (or the next provider) starts
-        deadline = time.monotonic() + 120
-        while len(cluster.executor_pids()) < len(cluster.hosts) and time.monotonic() < deadline:
-            time.sleep(0.5)
-        wait_idle(q)
-        t0 = time.monotonic()
-        next_batch(args.update_rows, (batch + 3) * 7919, stride)
-        plain.append(run_batch(q) - t0)
+        settle(spark, cluster, q)
+        for _ in range(args.settle_batches):
+            t0 = time.monotonic()
+            next_batch(args.update_rows, (batch + 3) * 7919, stride)
+            plain.append(run_batch(q) - t0)
+            wait_idle(q)
     q.stop()
     return {
         "provider": provider,
@@ -250,7 +281,7 @@ def run_provider(provider: str, spark, cluster, s3, limit, args, work: Path) -> 
 def summarize(results: dict, args, out: Path) -> None:
     ls, spark = results["lineagestore"], results["builtin"]
     summary = {
-        "settings": {k: v for k, v in vars(args).items() if k != "out"},
+        "settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k != "out"},
         "providers": results,
         "ratio": {
             "recoveryS": round(ls["recoveryS"] / spark["recoveryS"], 2),
@@ -289,12 +320,27 @@ def main() -> None:
     ap.add_argument("--min-deltas", type=int, default=4, help="minDeltasForSnapshot, both providers")
     ap.add_argument("--kills", type=int, default=2)
     ap.add_argument("--kill-after", type=float, default=1.0, help="seconds into the batch")
+    ap.add_argument(
+        "--settle-batches",
+        type=int,
+        default=2,
+        help="update batches after each kill once every host's executor has registered (not measured as "
+        "recovery; counted in the update batch median)",
+    )
     ap.add_argument("--s3-stream-limit", type=float, default=16.0, help="MB/s per connection")
     ap.add_argument("--workers", type=int, default=3)
     ap.add_argument("--worker-memory", default="4g")
     ap.add_argument("--snapshot-wait-s", type=float, default=600)
     ap.add_argument("--maintenance-pause-s", type=float, default=6.0)
     ap.add_argument("--providers", default="lineagestore,builtin")
+    ap.add_argument(
+        "--thread-dumps",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="jstack every executor during each kill's batch into DIR (summarise with thread_dumps.py)",
+    )
+    ap.add_argument("--dump-interval-s", type=float, default=0.5)
     ap.add_argument("--out", type=Path, default=Path("/tmp/recovery-bench"))
     ap.add_argument(
         "--conf",

@@ -306,3 +306,37 @@ def test_cpu_profile_splits_the_store_from_the_rest_of_the_query(tmp_path):
         "all": 2.5,
     }
     assert {k: round(got[k], 3) for k in want} == want
+
+
+def test_thread_dumps_parse_and_where():
+    """thread_dumps.py reads jstack's format: each thread's name, state and frames, and names a waiting thread
+    by the frames of ours below its top (an excerpt of a dump from a recovery run, owner lines included)."""
+    import thread_dumps
+
+    dump = "\n".join(
+        [
+            "# t=12.000 pid=1",
+            '"Executor task launch worker for task 5.0 in stage 29.0 (TID 105)" #40 daemon prio=5 os_prio=0 '
+            "cpu=33236.69ms elapsed=431.42s tid=0x1 nid=0x243 waiting on condition  [0x2]",
+            "   java.lang.Thread.State: WAITING (parking)",
+            "\tat jdk.internal.misc.Unsafe.park(java.base@17.0.15/Native Method)",
+            "\t- parking to wait for  <0x3> (a java.util.concurrent.CountDownLatch$Sync)",
+            "\tat java.util.concurrent.CountDownLatch.await(java.base@17.0.15/CountDownLatch.java:230)",
+            "\tat io.lineagestore.store.PoolTasks$.runAll(PoolTasks.scala:37)",
+            "\tat io.lineagestore.store.CheckpointFiles.restoreSnapshot(CheckpointFiles.scala:230)",
+            "",
+            '"lineagestore-transfer-1" #83 daemon prio=5 os_prio=0 cpu=1ms elapsed=1s tid=0x4 nid=0x745 runnable',
+            "   java.lang.Thread.State: RUNNABLE",
+            "\tat java.util.zip.CRC32C.update(java.base@17.0.15/CRC32C.java:192)",
+            "",
+        ]
+    )
+    threads = thread_dumps.parse(dump)
+    assert [(name.split(" (")[0], state, len(frames)) for name, state, frames in threads] == [
+        ("Executor task launch worker for task 5.0 in stage 29.0", "WAITING", 4),
+        ("lineagestore-transfer-1", "RUNNABLE", 1),
+    ]
+    task_frames = threads[0][2]
+    assert thread_dumps.where(task_frames, ("io.lineagestore",), depth=1) == (
+        "jdk.internal.misc.Unsafe.park < io.lineagestore.store.PoolTasks$.runAll"
+    )
