@@ -270,8 +270,12 @@ def plot(summary: dict[str, Any], out: Path) -> str | None:
     import matplotlib.pyplot as plt
     from plots import COLORS
 
+    short = {"dropDuplicates": "dedup", "aggregation": "agg"}
     bars = [
-        (f"{w}\n{p}", f, p) for w, per in summary["workloads"].items() for p, f in per.items() if p != "ratio"
+        (f"{short.get(w, w)}\n{p}", f, p)
+        for w, per in summary["workloads"].items()
+        for p, f in per.items()
+        if p != "ratio"
     ]
     panels = (
         ("p50_ms", "latency p50 (ms)"),
