@@ -7,7 +7,6 @@ import java.util.Random;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.LockSupport;
 
 import org.apache.spark.sql.Dataset;
@@ -43,7 +42,6 @@ public final class RealTimeLatency {
 
   private static final ConcurrentHashMap<String, ConcurrentLinkedQueue<long[]>> ARRIVALS =
       new ConcurrentHashMap<>();
-  private static final ConcurrentHashMap<String, AtomicLong> NEWEST = new ConcurrentHashMap<>();
 
   /** This JVM's clock, the one records are stamped with (Python marks the warm-up's end with it). */
   public static long now() {
@@ -165,7 +163,6 @@ public final class RealTimeLatency {
       long arrived = System.nanoTime();
       long created = row.getLong(row.fieldIndex("created_ns"));
       ARRIVALS.computeIfAbsent(run, r -> new ConcurrentLinkedQueue<>()).add(new long[] {created, arrived});
-      NEWEST.computeIfAbsent(run, r -> new AtomicLong(Long.MIN_VALUE)).accumulateAndGet(created, Math::max);
     }
 
     @Override
@@ -205,10 +202,13 @@ public final class RealTimeLatency {
     }
   }
 
-  /** The newest {@code created_ns} among the rows of {@code run} the sink received (Long.MIN_VALUE: none). */
-  public static long newestArrived(String run) {
-    AtomicLong newest = NEWEST.get(run);
-    return newest == null ? Long.MIN_VALUE : newest.get();
+  /** How many rows of {@code run} the sink received whose record was created in {@code [fromNs, toNs)}. */
+  public static long arrivedBetween(String run, long fromNs, long toNs) {
+    ConcurrentLinkedQueue<long[]> rows = ARRIVALS.get(run);
+    if (rows == null) return 0;
+    long n = 0;
+    for (long[] r : rows) if (r[0] >= fromNs && r[0] < toNs) n++;
+    return n;
   }
 
   /**
@@ -217,7 +217,6 @@ public final class RealTimeLatency {
    */
   public static String drain(String run, long fromNs, long toNs) {
     ConcurrentLinkedQueue<long[]> rows = ARRIVALS.remove(run);
-    NEWEST.remove(run);
     if (rows == null) return "";
     List<String> out = new ArrayList<>();
     for (long[] r : rows) {

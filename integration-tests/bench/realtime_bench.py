@@ -12,9 +12,9 @@ documents it. A producer thread in the JVM feeds Spark's real-time test source (
 ``ForeachWriter`` sink in the same JVM takes ``System.nanoTime()`` when the row reaches it (local mode: source,
 operator and sink share the JVM, so one clock; RealTimeLatency.java). Records created in the first
 ``--warmup-s`` seconds are left out; latencies are those of records created in the next ``--measure-s``
-seconds (the query runs until a row created ``--tail-s`` after them has arrived, so the last of them are in).
-Rows measured are compared with the records created in that window (one row per record; for dropDuplicates
-one per new id). Workloads:
+seconds (the query runs on until each of them has its row in the sink: one row per record, for
+dropDuplicates one per new id; at most ``--tail-timeout-s``, and the report shows rows measured against
+records created). Workloads:
 
 - ``aggregation``: ``groupBy(key).agg(count, max(created_ns))`` over ``--keys`` keys, update mode: a row per
   update, stamped with the newest record it counts (the record whose arrival it answers);
@@ -25,7 +25,7 @@ one per new id). Workloads:
 
 Reported per workload and provider: the medians over rounds of each round's p50 and p99 latency (ms), and the
 p50/p95 commit time (``stateOperators[].commitTimeMs``, summed over the query's operators) of the real-time
-batches that ended within the measured part, pooled over rounds; ratios lineagestore / Spark's provider.
+batches that ended after the warm-up (until the query stopped), pooled over rounds; ratios lineagestore / Spark's provider.
 Writes ``summary.json`` and ``summary.md`` (and ``latency.png`` if matplotlib is there) under ``--out``.
 """
 
@@ -114,19 +114,26 @@ def run_one(
         begin, warm_batches = rt.now(), {p["batchId"] for p in q.recentProgress}
         time.sleep(args.measure_s)
         end = rt.now()
-        # the measured records are all through once a row created --tail-s after them has arrived
+        # the query runs on until every measured record has its row in the sink (or --tail-timeout-s)
+        created = producer.createdBetween(begin, end, workload == "dropDuplicates")
         deadline = time.monotonic() + args.tail_timeout_s
-        while rt.newestArrived(run) < end + int(args.tail_s * 1e9) and time.monotonic() < deadline:
+
+        def measured_batches() -> list[dict]:
+            return [p for p in q.recentProgress if p["batchId"] not in warm_batches]
+
+        # ... and a real-time batch has ended after the warm-up (so there is a commit time to report)
+        while (
+            rt.arrivedBetween(run, begin, end) < created or not measured_batches()
+        ) and time.monotonic() < deadline:
             if q.exception() is not None:
                 raise RuntimeError(f"{run} failed: {q.exception()}")
             time.sleep(0.1)
         if q.exception() is not None:
             raise RuntimeError(f"{run} failed: {q.exception()}")
         progress = q.recentProgress
-        # the real-time batches that began after the warm-up, reported by the end of the tail
+        # the real-time batches that ended after the warm-up (reported since), until the stop
         batches = [progress_record(p) for p in progress if p["batchId"] not in warm_batches]
         first = min(progress, key=lambda p: p["batchId"]) if progress else None
-        created = producer.createdBetween(begin, end, workload == "dropDuplicates")
     finally:
         sent = producer.stop()
         q.stop()
@@ -304,12 +311,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--warmup-s", type=float, default=10.0)
     ap.add_argument("--measure-s", type=float, default=30.0)
     ap.add_argument(
-        "--tail-s",
+        "--tail-timeout-s",
         type=float,
-        default=1.0,
-        help="the query stops once a row created this long after the measured part has reached the sink",
+        default=60.0,
+        help="after the measured part, how long to wait at most for its records' rows",
     )
-    ap.add_argument("--tail-timeout-s", type=float, default=60.0, help="or after this long")
     ap.add_argument("--rate", type=float, default=200.0, help="records per second")
     ap.add_argument("--keys", type=int, default=1000)
     ap.add_argument("--dup-every", type=int, default=4, help="every n-th record repeats the previous id")
