@@ -1,5 +1,6 @@
-"""What a benchmark run runs on: the lineagestore jar, Spark's jars, the counting filesystem compiled against
-them, and the machine and versions each run records (``run.py`` and ``repartition_bench.py``)."""
+"""What a benchmark run runs on: the lineagestore jar, Spark's jars, the bench's Java classes compiled against
+them (the counting filesystem, realtime_bench.py's source and sink), and the machine and versions each run
+records (``run.py``, ``repartition_bench.py``, ``realtime_bench.py``)."""
 
 from __future__ import annotations
 
@@ -55,6 +56,19 @@ def compile_counting_fs(dest: Path) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     cmd = [javac, "-nowarn", "--release", "17", "-cp", str(hadoop[-1]), "-d", str(dest)]
     subprocess.run([*cmd, str(HERE / "CountingFileSystem.java")], check=True)
+    return dest
+
+
+def compile_realtime_latency(dest: Path, jar: Path) -> Path:
+    """Compiles RealTimeLatency.java (realtime_bench.py's source, producer and sink) against Spark's jars and
+    the lineagestore jar into ``dest``."""
+    javac = shutil.which("javac")
+    if not javac:
+        raise SystemExit("javac (a JDK 17) is needed for realtime_bench.py's RealTimeLatency.java")
+    dest.mkdir(parents=True, exist_ok=True)
+    class_path = os.pathsep.join([str(spark_jars_dir() / "*"), str(jar)])
+    cmd = [javac, "-nowarn", "--release", "17", "-cp", class_path, "-d", str(dest)]
+    subprocess.run([*cmd, str(HERE / "RealTimeLatency.java")], check=True)
     return dest
 
 

@@ -233,6 +233,34 @@ def test_repartition_bench_smoke(tmp_path):
     assert [m["workload"] for m in data["migrations"]] == ["agg"]
 
 
+@pytest.mark.skipif(
+    shutil.which("javac") is None, reason="the bench's source and sink are compiled with javac"
+)
+def test_realtime_bench_smoke(tmp_path):
+    """realtime_bench.py --smoke: an aggregation in real-time mode on both providers, 2 s of records measured.
+    Only the report's shape and that every measured record reached the sink are checked, never the figures."""
+    _jar_or_skip()
+    out = tmp_path / "out"
+    cmd = [sys.executable, str(HERE / "realtime_bench.py"), "--smoke", "--out", str(out)]
+    cmd += ["--work-dir", str(tmp_path / "work")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"realtime_bench.py failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    summary = json.loads((out / "summary.json").read_text())
+    per = summary["workloads"]["aggregation"]
+    for provider in ("lineagestore", "builtin"):
+        f = per[provider]
+        assert f["rounds"] == 1
+        assert f["rows_per_round"] == f["created_per_round"] and f["created_per_round"][0] > 0, f
+        assert 0 < f["p50_ms"] <= f["p99_ms"], f
+        assert (
+            f["batches"] >= 1 and f["commit_p50_ms"] is not None and f["commit_p95_ms"] >= f["commit_p50_ms"]
+        )
+        assert f["first_batch_ms"] > 0
+    assert set(per["ratio"]) == {"p50_ms", "p99_ms", "commit_p50_ms", "commit_p95_ms"}
+    assert {"loadavg_start", "loadavg_end", "machine", "versions"} <= set(summary["meta"])
+    assert "| aggregation | lineagestore |" in (out / "summary.md").read_text()
+
+
 def test_busy_load_ends_with_the_process_that_started_it():
     """A benchmark killed mid-run (no ``__exit__``) leaves no spinner behind to load the runs after it."""
     starter = (

@@ -221,6 +221,95 @@ class RealTimeModeSuite extends AnyFunSuite with LocalSparkSession {
     )
   }
 
+  /** Waits (up to two minutes) until `done`, failing on the query's error or the timeout, naming `what`. */
+  private def await(q: StreamingQuery, what: String)(done: => Boolean): Unit = {
+    val deadline = System.nanoTime() + 120L * 1000 * 1000 * 1000
+    while (!done && q.exception.isEmpty && System.nanoTime() < deadline) Thread.sleep(100)
+    assert(q.exception.isEmpty, q.exception)
+    assert(done, what)
+  }
+
+  /** The state the statestore reader finds at `batchId` (key and value rows, Spark's state schema). */
+  private def stateAt(ck: String, batchId: Long) =
+    spark.read
+      .format("statestore")
+      .option("batchId", batchId)
+      .load(ck)
+      .select("key", "value")
+      .collect()
+      .map(r => (r.getStruct(0).toSeq, r.getStruct(1).toSeq))
+      .toSet
+
+  test(
+    "a source without records: real-time batches end on their time bound and commit, as on Spark's provider"
+  ) {
+    val s = spark
+    import s.implicits._
+    val idleBatch = "1 second"
+    val third = Seq(("d", 4), ("a", 2))
+    val expected = Seq(
+      Set(("a", 3L, 5L), ("b", 2L, 4L)),
+      Set(("a", 4L, 15L), ("b", 3L, 6L), ("c", 1L, 5L)),
+      Set(("a", 5L, 17L), ("b", 3L, 6L), ("c", 1L, 5L), ("d", 1L, 4L))
+    )
+    val runs = Seq("ls-idle", "rocks-idle")
+    val ck = runs.map(r => r -> new File(tmp, r).getAbsolutePath).toMap
+    def begin(run: String, df: DataFrame): StreamingQuery =
+      if (run == "ls-idle") RealTimeQuery.start(df, ck(run), idleBatch)(sink(run))
+      else {
+        spark.conf.set(ProviderKey, Builtin)
+        try
+          sink(run)(df.writeStream)
+            .option("checkpointLocation", ck(run))
+            .trigger(Trigger.RealTime(idleBatch))
+            .start()
+        finally spark.conf.unset(ProviderKey)
+      }
+    // per provider: its idle batches' progress and the batch before them (the last one with records)
+    val idle = runs.map { run =>
+      val input =
+        LowLatencyMemoryStream[(String, Int)](s) // one source each: the same records, the same pauses
+      val df = aggregation(input.toDF().toDF("k", "v"))
+      input.addData(Rows)
+      val q = begin(run, df)
+      val (before, empty) =
+        try {
+          await(q, s"$run: the first records")(latest(run, byValue = false) == expected(0))
+          val seen = q.recentProgress.map(_.batchId).maxOption.getOrElse(-1L)
+          // no records for at least two batch durations: two real-time batches end without input
+          def quiet = q.recentProgress.filter(p => p.batchId > seen && p.numInputRows == 0)
+          await(q, s"$run: two batches without records")(quiet.length >= 2)
+          val empty = quiet.toSeq.sortBy(_.batchId)
+          assert(empty.map(_.batchId) === (empty.head.batchId to empty.last.batchId), s"$run: one pause")
+          input.addData(More)
+          await(q, s"$run: the records after the pause")(latest(run, byValue = false) == expected(1))
+          (empty.head.batchId - 1, empty)
+        } finally q.stop()
+      for (p <- empty) {
+        // the batch ran its whole duration (it ends on its time bound, not on input), the store committed
+        // without a change and kept both keys
+        assert(p.durationMs.get("triggerExecution") >= 1000L, s"$run batch ${p.batchId}: ${p.json}")
+        assert(p.stateOperators.map(o => (o.numRowsUpdated, o.numRowsTotal)).toSeq === Seq((0L, 2L)), p.json)
+        assert(RealTimeSession.committedBatch(spark, ck(run)).exists(_ >= p.batchId), s"$run ${p.batchId}")
+      }
+      // a restart after the idle batches, with more records
+      input.addData(third)
+      val again = begin(run, df)
+      try await(again, s"$run: after the restart")(latest(run, byValue = false) == expected(2))
+      finally again.stop()
+      run -> (before, empty)
+    }.toMap
+    assert(latest("ls-idle", byValue = false) === latest("rocks-idle", byValue = false))
+    assert(lineagestoreMetrics(idle("ls-idle")._2).nonEmpty, "the idle batches ran on lineagestore")
+    // each idle batch's store version holds the state of the batch before the pause, on both providers
+    val atPause = stateAt(ck("rocks-idle"), idle("rocks-idle")._1)
+    assert(atPause.size === 2)
+    for ((run, (before, empty)) <- idle) {
+      assert(stateAt(ck(run), before) === atPause, run)
+      for (p <- empty) assert(stateAt(ck(run), p.batchId) === atPause, s"$run batch ${p.batchId}")
+    }
+  }
+
   test("guards: a plan on Spark's provider stops before opening state; Spark's checkpoints are refused") {
     val input = source()
     val df = aggregation(input.toDF().toDF("k", "v"))
