@@ -233,6 +233,8 @@ def test_repartition_bench_smoke(tmp_path):
     assert [m["workload"] for m in data["migrations"]] == ["agg"]
 
 
+# The long run only (40-100 s): the real-time path itself is RealTimeModeSuite's, in every run (sbt).
+@pytest.mark.long_run
 @pytest.mark.skipif(
     shutil.which("javac") is None, reason="the bench's source and sink are compiled with javac"
 )
