@@ -56,3 +56,26 @@ class MaintainRecordSuite extends AnyFunSuite {
     intercept[IllegalStateException](MaintainRecord.record("t", None, 1, Nil, "src", 0, fresh))
   }
 }
+
+/** Where a batch's maintain tasks are asked to run. */
+class MaintainPlacementSuite extends AnyFunSuite {
+  private val hosts = Seq("h1", "h2", "h3")
+
+  test("a first batch spreads its partitions over the executors' hosts") {
+    val placed = MaintainPlacement.place(6, Map.empty, hosts)
+    assert(placed.keySet == (0 until 6).toSet)
+    assert(hosts.forall(h => placed.values.count(_ == h) == 2), placed)
+  }
+
+  test("a partition stays where it last committed while that host runs an executor; a lost host's move") {
+    val last = Map(0 -> "executor_h1_1", 1 -> "executor_h2_2", 2 -> "executor_gone_3")
+    val placed = MaintainPlacement.place(3, last, hosts)
+    assert(placed(0) == "executor_h1_1" && placed(1) == "executor_h2_2")
+    assert(placed(2) == "h3", placed) // the least loaded host
+    assert(MaintainPlacement.hostOf("executor_h1_1") == "h1" && MaintainPlacement.hostOf("h2") == "h2")
+  }
+
+  test("with no executor known the hints stay as they are") {
+    assert(MaintainPlacement.place(2, Map(0 -> "executor_h1_1"), Nil) == Map(0 -> "executor_h1_1"))
+  }
+}

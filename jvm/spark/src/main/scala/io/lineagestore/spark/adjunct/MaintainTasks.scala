@@ -5,7 +5,7 @@ import scala.reflect.ClassTag
 import org.apache.spark.{Partition, Partitioner, SparkEnv, TaskContext}
 import org.apache.spark.rdd.RDD
 
-import io.lineagestore.adjunct.{MaintainCrashPoints, MaintainRecord}
+import io.lineagestore.adjunct.{MaintainCrashPoints, MaintainPlacement, MaintainRecord}
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.store.{InjectedFaults, LineageStore}
 import io.lineagestore.spark.adjunct.AdjunctMaintain.Change
@@ -55,7 +55,8 @@ object MaintainTasks {
   ): Seq[MaintainedPartition] = {
     val n = storePaths.length
     val shuffled = packed.partitionBy(new ById(n))
-    val placed = new Placed(shuffled, Option(lastPlaced.get(path)).getOrElse(Map.empty))
+    val last = Option(lastPlaced.get(path)).getOrElse(Map.empty[Int, String])
+    val placed = new Placed(shuffled, MaintainPlacement.place(n, last, executorHosts(packed.sparkContext)))
     val tasks = placed.mapPartitionsWithIndex { (p, chunks) =>
       val arrays = chunks.map(_._2).toArray
       val parent = parents.getOrElse(p, CheckpointId.Empty)
@@ -70,6 +71,14 @@ object MaintainTasks {
       // bad input found in a task (an unknown op) fails the call as it did on the driver, by its own message
       case e: org.apache.spark.SparkException if badInput(e).isDefined => throw badInput(e).get
     }
+  }
+
+  /** The hosts running executors now (the driver's only in local mode, where it runs the tasks). */
+  private def executorHosts(sc: org.apache.spark.SparkContext): Seq[String] = {
+    val driver = SparkEnv.get.blockManager.blockManagerId
+    val all = sc.statusTracker.getExecutorInfos.toSeq
+    val executors = all.filterNot(e => e.host == driver.host && e.port == driver.port)
+    (if (executors.isEmpty) all else executors).map(_.host).distinct.sorted
   }
 
   private def badInput(e: Throwable): Option[AdjunctTableException] =
