@@ -12,6 +12,12 @@ Parquet rewrite. Times are wall seconds and the JVM's CPU seconds (user + system
 sensitive to other load on the machine. Also per batch: the lookup again at the same version (the replica
 already holds it: the lookup without its refresh) and the events alone into the same sink (the Spark job any
 enrichment runs). ``--jfr PREFIX`` records JFR profiles (see the option). local[2], local filesystem.
+
+Maintain (issue 52): each maintain call's wall time, and per executor what its maintain tasks did (tasks,
+their time, the packed change bytes they received, the delta bytes they wrote, the bytes their loads
+downloaded), from ``MaintainTasks.lastReport``. ``--partitions N`` keeps the table in N partitions (the
+events are then shuffled like it), ``--cluster W`` runs on a standalone cluster of W one-core executors
+instead of local[2] (the CPU figures are then the driver's only), ``--maintain-only`` skips the enrichment.
 """
 
 from __future__ import annotations
@@ -43,8 +49,50 @@ def main() -> None:
         help="record JFR profiles (settings 'profile') of each steady batch's lookup and Parquet join, into "
         "JFR-lookup-bN.jfr and JFR-parquet-bN.jfr, and of the first build into JFR-build.jfr; summarise them with jfr_profile.py",
     )
+    ap.add_argument("--partitions", type=int, default=None, help="maintain the table in N partitions")
+    ap.add_argument("--cluster", type=int, default=0, help="run on a standalone cluster of W workers")
+    ap.add_argument("--maintain-only", action="store_true", help="measure maintain only (no enrichment)")
     args = ap.parse_args()
-    spark = local_builder(partitions=4, conf={"spark.driver.memory": "3g"}).getOrCreate()
+    cluster = None
+    if args.cluster:
+        from lineagestore.testing.cluster import StandaloneCluster
+
+        cluster = StandaloneCluster(workers=args.cluster, memory="1536m").start()
+        builder = cluster.configure(local_builder(partitions=4, conf={"spark.driver.memory": "3g"}))
+        spark = builder.getOrCreate()
+        cluster.await_executors(spark)
+    else:
+        spark = local_builder(partitions=4, conf={"spark.driver.memory": "3g"}).getOrCreate()
+    try:
+        run(spark, args)
+    finally:
+        if cluster is not None:
+            spark.stop()
+            cluster.stop()
+
+
+def maintain_tasks(spark: Any, table: str) -> dict[str, dict]:
+    """Per executor, what the last maintain call's tasks did (an older build without the report: empty)."""
+    try:
+        text = spark._jvm.io.lineagestore.spark.adjunct.MaintainTasks.lastReport(table)
+    except Exception:  # noqa: BLE001 - a build before maintain moved to the executors
+        return {}
+    per: dict[str, dict] = {}
+    for r in map(json.loads, text.splitlines()):
+        e = per.setdefault(
+            f"{r['executor']}@{r['host']}",
+            {"tasks": 0, "ms": 0, "change_bytes": 0, "delta_bytes": 0, "downloaded_bytes": 0, "warm": 0},
+        )
+        e["tasks"] += 1
+        e["ms"] += r["millis"]
+        e["change_bytes"] += r["changeBytes"]
+        e["delta_bytes"] += r["deltaBytes"]
+        e["downloaded_bytes"] += r["bytesDownloaded"]
+        e["warm"] += int(r["warm"])
+    return per
+
+
+def run(spark: Any, args: Any) -> None:
     base = tempfile.mkdtemp(prefix="adjunct-bench-")
     table = f"{base}/table"
     rows = (
@@ -73,13 +121,17 @@ def main() -> None:
         build_recording = jfr.Recording(jfr.Configuration.getConfiguration("profile"))
         build_recording.start()
     t0, cpu0 = time.time(), jvm_cpu_s()
-    adjunct.maintain_batch(rows, 0, table, ["id"], "seq", source="bench")
+    adjunct.maintain_batch(rows, 0, table, ["id"], "seq", source="bench", partitions=args.partitions)
     build_s, build_cpu_s = time.time() - t0, jvm_cpu_s() - cpu0
     if build_recording is not None:
         build_recording.stop()
         build_recording.dump(spark._jvm.java.io.File(f"{args.jfr}-build.jfr").toPath())
         build_recording.close()
-    rows.drop("op", "seq").write.parquet(f"{base}/parquet/0")
+    print(
+        json.dumps({"build_s": round(build_s, 1), "maintain_tasks": maintain_tasks(spark, table)}), flush=True
+    )
+    if not args.maintain_only:
+        rows.drop("op", "seq").write.parquet(f"{base}/parquet/0")
     results = []
 
     def enrich(name: str, b: int, enriched: Callable[[], Any]) -> tuple[float, float]:
@@ -120,7 +172,13 @@ def main() -> None:
             )
             .cache()
         )
+        t_maintain = time.time()
         version = adjunct.maintain_batch(changed, b, table, ["id"], "seq", source="bench")
+        maintain_s = time.time() - t_maintain
+        if args.maintain_only:
+            results.append({"batch": b, "version": version, "maintain_s": round(maintain_s, 3)})
+            print(json.dumps({**results[-1], "maintain_tasks": maintain_tasks(spark, table)}), flush=True)
+            continue
         prev = spark.read.parquet(f"{base}/parquet/{b - 1}")
         prev.join(changed.select("id"), "id", "left_anti").unionByName(
             changed.drop("op", "seq")
@@ -128,6 +186,8 @@ def main() -> None:
         events = spark.range(args.events).select(
             F.col("id").alias("event"), ((F.col("id") * 31 + b) % args.keys).cast("int").alias("id")
         )
+        if args.partitions:
+            events = events.repartition(args.partitions, "id")
         before = adjunct.local_replica_stats(spark, table)
         lookup_s, lookup_cpu = enrich(
             "lookup", b, functools.partial(adjunct.lookup, events, table, version=version)
@@ -144,14 +204,16 @@ def main() -> None:
         )
         replayed = after["deltasReplayed"] - before.get("deltasReplayed", 0)
         delta_bytes = sum(
-            os.path.getsize(os.path.join(table, "store/0", f))
-            for f in os.listdir(os.path.join(table, "store/0"))
-            if f.startswith(f"{version}_") and f.endswith(".delta")
+            os.path.getsize(os.path.join(d, f))
+            for d, _, fs in os.walk(os.path.join(table, "store"))
+            for f in fs
+            if f.endswith(".delta") and f in {f"{c}.delta" for c in committed_now(spark, table, version)}
         )
         results.append(
             {
                 "batch": b,
                 "version": version,
+                "maintain_s": round(maintain_s, 3),
                 "lookup_s": round(lookup_s, 3),
                 "parquet_join_s": round(join_s, 3),
                 "lookup_cpu_s": round(lookup_cpu, 2),
@@ -167,6 +229,19 @@ def main() -> None:
         )
         print(json.dumps(results[-1]), flush=True)
     steady = results[1:] if len(results) > 1 else results  # batch 1: the replica's first, full load
+    if args.maintain_only:
+        print(
+            json.dumps(
+                {
+                    "keys": args.keys,
+                    "partitions": args.partitions,
+                    "changed_per_batch": n_change,
+                    "initial_build_s": round(build_s, 1),
+                    "median_maintain_s": statistics.median(r["maintain_s"] for r in steady),
+                }
+            )
+        )
+        return
     med_lookup = statistics.median(r["lookup_s"] for r in steady)
     med_join = statistics.median(r["parquet_join_s"] for r in steady)
     med_lookup_cpu = statistics.median(r["lookup_cpu_s"] for r in steady)
@@ -174,9 +249,7 @@ def main() -> None:
     med_again_cpu = statistics.median(r["lookup_again_cpu_s"] for r in steady)
     med_events_cpu = statistics.median(r["events_only_cpu_s"] for r in steady)
     table_bytes = sum(
-        os.path.getsize(os.path.join(d, f))
-        for d, _, fs in os.walk(os.path.join(table, "store/0"))
-        for f in fs
+        os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(os.path.join(table, "store")) for f in fs
     )
     print(
         json.dumps(
@@ -184,6 +257,7 @@ def main() -> None:
                 "keys": args.keys,
                 "events": args.events,
                 "changed_per_batch": n_change,
+                "median_maintain_s": statistics.median(r["maintain_s"] for r in steady),
                 "initial_build_s": round(build_s, 1),
                 "initial_build_cpu_s": round(build_cpu_s, 1),
                 "median_lookup_s": med_lookup,
@@ -199,6 +273,25 @@ def main() -> None:
             }
         )
     )
+
+
+def committed_now(spark: Any, table: str, version: int) -> set[str]:
+    """The store checkpoints (``<v>_<id>``) table version ``version`` committed: the one store's, or each
+    partition's that changed."""
+    text = open(os.path.join(table, "_adjunct", "commits", str(version))).read()
+    rec = dict(line.split("=", 1) for line in text.splitlines() if line and not line.startswith("#"))
+    if "partitions" not in rec:
+        return {f"{rec['version']}_{rec['uniqueId']}"}
+    previous = os.path.join(table, "_adjunct", "commits", str(version - 1))
+    before = set()
+    if os.path.exists(previous):
+        with open(previous) as f:
+            before = {line for line in f.read().splitlines() if line.startswith("store.")}
+    return {
+        line.split("=", 1)[1]
+        for line in text.splitlines()
+        if line.startswith("store.") and line not in before
+    }
 
 
 if __name__ == "__main__":

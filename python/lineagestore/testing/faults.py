@@ -30,7 +30,7 @@ Failures inside the provider (a JVM hook for tests, ``io.lineagestore.store.Inje
 
 * ``fail_once_at(spark, step, marker_dir)``: a context manager; queries started inside it fail the first
   time any store reaches ``step`` (``COMMIT_STEPS``, ``SNAPSHOT_STEPS``, ``CLEANUP_STEPS``, ``RESTORE_STEPS``;
-  ``ALL_STEPS``), once per
+  ``ALL_STEPS``), or an adjunct maintain does (``ADJUNCT_STEPS``), once per
   ``marker_dir``;
 * ``fail_commit_once(spark, marker_dir)`` and ``fail_snapshot_upload_once(spark, marker_dir)``: the usual
   two.
@@ -61,6 +61,9 @@ RESTORE_STEPS = ("restore.after-snapshot-files", "restore.after-replay")
 CATCH_UP_STEPS = ("catch-up.before-upload",)
 CLOSE_STEPS = ("close.before-upload", "close.after-upload")
 ALL_STEPS = COMMIT_STEPS + SNAPSHOT_STEPS + CLEANUP_STEPS + RESTORE_STEPS + CATCH_UP_STEPS + CLOSE_STEPS
+# io.lineagestore.adjunct.MaintainCrashPoints.All: an adjunct table's maintain (a task after committing its
+# partition's checkpoint; the driver before the table record), kept apart from the steps every store reaches
+ADJUNCT_STEPS = ("adjunct.after-partition-commit", "adjunct.before-record")
 
 _V2 = re.compile(r"^(\d+)_([A-Za-z0-9-]{1,64})\.(delta|zip)$")
 
@@ -265,9 +268,9 @@ def fail_once_at(spark: Any, step: str | tuple[str, ...], marker_dir: str | os.P
     loads a store when it rebuilds its local directory (e.g. a restart on a fresh one).
     """
     steps = (step,) if isinstance(step, str) else tuple(step)
-    unknown = [s for s in steps if s not in ALL_STEPS]
+    unknown = [s for s in steps if s not in ALL_STEPS + ADJUNCT_STEPS]
     if unknown:
-        raise ValueError(f"unknown step(s) {unknown}; steps: {ALL_STEPS}")
+        raise ValueError(f"unknown step(s) {unknown}; steps: {ALL_STEPS + ADJUNCT_STEPS}")
     marker = Path(marker_dir)
     marker.mkdir(parents=True, exist_ok=True)
     spark.conf.set(FAIL_ONCE_AT, ",".join(steps))

@@ -15,9 +15,11 @@ import org.apache.spark.sql.catalyst.expressions.{
 }
 import org.apache.spark.sql.types._
 
-import io.lineagestore.adjunct.{AdjunctCommit, AdjunctRetention, ReplicaMark}
+import org.apache.spark.rdd.RDD
+
+import io.lineagestore.adjunct.{AdjunctRetention, MaintainCrashPoints, MaintainRecord, ReplicaMark}
 import io.lineagestore.lineage.CheckpointId
-import io.lineagestore.store.LineageStore
+import io.lineagestore.store.InjectedFaults
 import org.apache.spark.sql.execution.streaming.state.lineagestore.{InternalFrames, SparkKeyPlacement}
 
 /** Maintains an adjunct table from one micro-batch of changes (called from foreachBatch; see
@@ -129,51 +131,33 @@ object AdjunctMaintain {
       case Some(done) => return done.version // a re-run of a batch already committed: nothing to do
       case None       =>
     }
-    val changes = reduced(batch, schema, ordering, op, n)
-    val version = latest.fold(1L)(_.version + 1)
-    // each partition's store the batch changes, committed (its snapshots uploaded) before the table record:
-    // a crash in between leaves deltas no record names, which no reader loads
-    def prev(p: Int) = latest.fold(CheckpointId.Empty)(_.storeCheckpoint(p))
-    // a generation also rewrites (empties) each partition that holds rows and gets none
-    val touched = if (replace) (0 until n).filter(p => changes.contains(p) || !prev(p).isEmptyState) else Nil
-    val committed = (changes.keySet ++ touched).toSeq.sorted.map { p =>
-      // a table of one store is its store: the table version is the store's, under the same unique ID
-      val chunks = changes.getOrElse(p, Nil)
-      p -> commitPartition(
-        table,
-        p,
-        prev(p),
-        chunks,
-        path,
-        op,
-        confEntries,
-        retainVersions,
-        replace
-      )
-    }.toMap
-    val record =
-      if (n == 1) {
-        // an empty batch still commits a version (the store's next), as a stateful operator's store does
-        val id = committed.getOrElse(
-          0,
-          commitPartition(
-            table,
-            0,
-            latest.fold(CheckpointId.Empty)(_.storeCheckpoint(0)),
-            Nil,
-            path,
-            op,
-            confEntries,
-            retainVersions,
-            replace
-          )
-        )
-        AdjunctCommit(id.version, id.uniqueId, source, batchId)
-      } else {
-        val unchanged = latest.fold(Map.empty[Int, CheckpointId])(_.stores)
-        AdjunctCommit(version, UUID.randomUUID().toString, source, batchId, n, unchanged ++ committed)
-      }
+    val packed = reduced(batch, schema, ordering, op, n)
+    // each partition's store the batch changes is committed by its task on an executor (its snapshots
+    // uploaded) before the table record: a crash in between leaves deltas no record names, which no reader
+    // loads; two attempts of one task leave two children of the same parent, of which the record names one
+    val parents = (0 until n).map(p => p -> latest.fold(CheckpointId.Empty)(_.storeCheckpoint(p))).toMap
+    val results = MaintainTasks.run(
+      path,
+      (0 until n).map(table.storePathOf),
+      packed,
+      parents,
+      op,
+      confEntries,
+      retainVersions,
+      replace
+    )
+    InjectedFaults.fromConfs(confEntries).at(MaintainCrashPoints.BeforeRecord)
+    val record = MaintainRecord.record(
+      path,
+      latest,
+      n,
+      results.map(r => r.partition -> r.checkpoint),
+      source,
+      batchId,
+      () => UUID.randomUUID().toString
+    )
     table.log.write(record)
+    MaintainTasks.recorded(path, results)
     // records first, then files: a record never names a checkpoint clean-up may have deleted
     table.log
       .versions()
@@ -208,68 +192,6 @@ object AdjunctMaintain {
 
   private val log = org.slf4j.LoggerFactory.getLogger(getClass)
 
-  /** Applies partition `p`'s changes to its store (loaded at `prev`, the checkpoint the latest record names)
-    * and commits them as that store's next checkpoint; returns it. Before applying, the store's clean-up runs
-    * against `prev` (its record is committed, so this is the clean-up that ran after that commit before
-    * partitions: a store's last `retain` checkpoints cover every checkpoint a kept table record names, since
-    * a store commits at most once per table version).
-    */
-  private def commitPartition(
-      table: AdjunctTable,
-      p: Int,
-      prev: CheckpointId,
-      chunks: Seq[Array[Byte]],
-      path: String,
-      op: String,
-      confEntries: Map[String, String],
-      retainVersions: Int,
-      replace: Boolean
-  ): CheckpointId = {
-    val local = new AdjunctLocalStore(table.storePathOf(p), confEntries, "writer", retainVersions, p)
-    try {
-      val store = local.store
-      local.load(prev)
-      if (!prev.isEmptyState) store.cleanup()
-      // a store's first checkpoint starts from nothing: no stored ordering to compare with (each key once)
-      val first = prev.isEmptyState
-      try
-        if (replace) replaceContent(store, chunks.iterator.flatMap(ChangePacking.unpack).toArray, first)
-        else chunks.iterator.flatMap(ChangePacking.unpack).foreach(c => apply(store, c, path, op, first))
-      catch { case t: Throwable => store.abort(); throw t }
-      val id = store.commit()
-      store.uploadSnapshots()
-      id
-    } finally local.close()
-  }
-
-  /** Makes the store hold exactly `rows` (a generation's, for this partition): deletes every stored key (row
-    * or tombstone) they lack, then writes them all, whatever their stored ordering.
-    */
-  private def replaceContent(store: LineageStore, rows: Array[Change], empty: Boolean): Unit = {
-    if (!empty) {
-      val wanted = new java.util.HashSet[java.nio.ByteBuffer](rows.length * 2)
-      rows.foreach(c => wanted.add(java.nio.ByteBuffer.wrap(c.key)))
-      val gone = scala.collection.mutable.ArrayBuffer.empty[Array[Byte]]
-      val scan = store.scan(1, Array.emptyByteArray, null)
-      try scan.foreach { case (k, _) => if (!wanted.contains(java.nio.ByteBuffer.wrap(k))) gone += k }
-      finally scan.close()
-      gone.foreach(k => store.delete(1, k))
-    }
-    rows.foreach(c => store.put(1, c.key, c.value))
-  }
-
-  private def apply(store: LineageStore, c: Change, path: String, op: String, first: Boolean): Unit = {
-    if (c.badOp != null)
-      throw new AdjunctTableException(
-        s"adjunct table $path: change with $op '${c.badOp}' is neither of ${Ops.mkString(", ")}; nothing " +
-          "of this batch was committed. Map the source's operation codes to these (e.g. Debezium c/u/r -> " +
-          "upsert, d -> delete) before maintain."
-      )
-    val stored = if (first) null else store.get(1, c.key)
-    // the stored change (live row or tombstone) wins unless this one is newer: late changes are ignored
-    if (stored == null || orderingOf(stored) < c.ordering) store.put(1, c.key, c.value)
-  }
-
   def orderingOf(stored: Array[Byte]): Long = {
     val r = new UnsafeRow(2)
     r.pointTo(stored, stored.length)
@@ -277,14 +199,14 @@ object AdjunctMaintain {
   }
 
   /** The batch's changes reduced to the newest per key (ties: a delete wins, so the result is deterministic),
-    * encoded for the store, collected to the driver (the changes, never the table), by the partition each key
-    * is placed in: Spark's own shuffle placement of the key columns among `partitions`
+    * encoded for the store, packed per partition each key is placed in (for [[MaintainTasks]] to shuffle to
+    * that partition's task): Spark's own shuffle placement of the key columns among `partitions`
     * ([[SparkKeyPlacement.partitionIdOf]]), the one a lookup's events partitioned like the table have.
     *
-    * Each task sorts its changes by key (the store's bytewise order: the driver's writes then walk RocksDB
-    * and the batch's pending writes in order) and sends them as one packed byte array ([[ChangePacking]]):
-    * Java serialization of a million small objects, not the store, was most of a first build's cost
-    * (profiled, docs/benchmarks.md).
+    * Each task sorts its changes by key (the store's bytewise order: a maintain task's writes then walk
+    * RocksDB and the batch's pending writes in order) and sends them as one packed byte array per partition
+    * ([[ChangePacking]]): Java serialization of a million small objects, not the store, was most of a first
+    * build's cost (profiled, docs/benchmarks.md).
     */
   private def reduced(
       batch: DataFrame,
@@ -292,7 +214,7 @@ object AdjunctMaintain {
       ordering: String,
       op: String,
       partitions: Int
-  ): Map[Int, Seq[Array[Byte]]] = {
+  ): RDD[(Int, Array[Byte])] = {
     val keyCols = schema.keys.fieldNames.map(F.col)
     val isDelete = F.lower(F.col(op)) === "delete"
     val badOp =
@@ -342,7 +264,7 @@ object AdjunctMaintain {
         p -> ChangePacking.pack(inPartition)
       }
     }
-    packed.collect().toSeq.groupMap(_._1)(_._2)
+    packed
   }
 
   /** Checks the change stream's columns; the values are every other column. */

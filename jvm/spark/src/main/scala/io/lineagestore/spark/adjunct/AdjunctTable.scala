@@ -10,7 +10,7 @@ import io.lineagestore.adjunct.{AdjunctCommit, AdjunctTableLog}
 import io.lineagestore.config.{InvalidConfigException, LineageConf}
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.storage.HadoopBlobStore
-import io.lineagestore.store.StoreSettings
+import io.lineagestore.store.{InjectedFaults, StoreSettings}
 
 /** Bad input to an adjunct-table call: names what is wrong and what to do; raised before anything is written.
   */
@@ -129,7 +129,9 @@ object AdjunctTable {
         )
     }
     val interval = spark.conf.getOption(StoreSettings.SparkMinDeltasForSnapshotKey)
-    confEntries(spark.sparkContext.hadoopConfiguration) ++ lineage ++
+    // the test-only fault hook (InjectedFaults: never set in production), for the maintain's named steps
+    val faults = spark.conf.getAll.filter { case (k, _) => k.startsWith(InjectedFaults.Prefix) }
+    confEntries(spark.sparkContext.hadoopConfiguration) ++ lineage ++ faults ++
       interval.map(StoreSettings.SparkMinDeltasForSnapshotKey -> _)
   }
 
