@@ -87,7 +87,7 @@ def test_publish_stream_one_generation_per_file(spark, tmp_path):
         # the file source takes files oldest first: make the order not depend on the clock's resolution
         os.utime(files / f"{g}.json", (time.time() - 100 + g, time.time() - 100 + g))
     datasets = spark.readStream.schema(DATASET_SCHEMA).option("maxFilesPerTrigger", 1).json(str(files))
-    run_once(adjunct.publish_stream(datasets, table, ["id"], str(tmp_path / "ckpt")))
+    run_once(adjunct.publish_stream(datasets, table, ["id"], checkpoint=str(tmp_path / "ckpt")))
     assert [v["version"] for v in adjunct.versions(spark, table)] == [1, 2]
     assert as_table(adjunct.read(spark, table, 1).collect()) == {k: (f"g0-{k}", 0.0) for k in range(0, 4)}
     assert as_table(adjunct.read(spark, table).collect()) == {k: (f"g1-{k}", 1.0) for k in range(2, 6)}

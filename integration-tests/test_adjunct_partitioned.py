@@ -65,14 +65,14 @@ def test_partitioned_maintain_and_enrich_streams_against_oracle(spark, tmp_path)
     version = 0
     for r, round_changes in enumerate(ROUNDS, start=1):
         write_json(changes_dir, f"r{r}", round_changes, ["id", "op", "seq", "name", "score"])
-        run_once(adjunct.maintain(changes, table, ["id"], "seq", maintain_ckpt, partitions=N))
+        run_once(adjunct.maintain(changes, table, ["id"], "seq", checkpoint=maintain_ckpt, partitions=N))
         version += 1
         oracle.commit(version, round_changes)
         assert as_table(adjunct.read(spark, table).collect()) == oracle.versions[version]
         write_json(events_dir, f"e{r}", [(r * 100 + i, k) for i, k in enumerate(keys)], ["event", "id"])
         if r == 2:  # the enriching query dies after its lookup; the table moves on while it is down
             q = (
-                adjunct.enrich(events, table, enrich_ckpt, killed_after_lookup)
+                adjunct.enrich(events, table, checkpoint=enrich_ckpt, process=killed_after_lookup)
                 .trigger(availableNow=True)
                 .start()
             )
@@ -83,7 +83,7 @@ def test_partitioned_maintain_and_enrich_streams_against_oracle(spark, tmp_path)
             version += 1
             assert adjunct.maintain_batch(df, 100, table, ["id"], "seq", source="other") == version
             oracle.commit(version, extra)
-        run_once(adjunct.enrich(events, table, enrich_ckpt, keep))
+        run_once(adjunct.enrich(events, table, checkpoint=enrich_ckpt, process=keep))
 
     assert sorted(seen) == [0, 1, 2]
     for batch_id, rows in seen.items():
@@ -255,7 +255,7 @@ def test_enrich_after_a_stateful_operator_shuffled_like_the_table(spark, tmp_pat
     try:
         counts = spark.readStream.schema(EVENT_SCHEMA).json(str(events_dir)).groupBy("id").count()
         writer = adjunct.enrich(
-            counts, table, str(tmp_path / "ckpt"), lambda df, b: seen.extend(df.collect())
+            counts, table, checkpoint=str(tmp_path / "ckpt"), process=lambda df, b: seen.extend(df.collect())
         )
         run_once(writer.outputMode("update"))
     finally:

@@ -142,7 +142,7 @@ def test_maintain_and_enrich_streams_against_oracle(spark, tmp_path):
     event_no = 0
     for version, round_changes in enumerate(ROUNDS, start=1):
         write_json(changes_dir, f"r{version}", round_changes, ["id", "op", "seq", "name", "score"])
-        run_once(adjunct.maintain(changes, table, ["id"], "seq", str(tmp_path / "maintain-ckpt")))
+        run_once(adjunct.maintain(changes, table, ["id"], "seq", checkpoint=str(tmp_path / "maintain-ckpt")))
         oracle.commit(version, round_changes)
         assert [v["version"] for v in adjunct.versions(spark, table)] == list(range(1, version + 1))
         assert as_table(adjunct.read(spark, table).collect()) == oracle.versions[version]
@@ -150,7 +150,7 @@ def test_maintain_and_enrich_streams_against_oracle(spark, tmp_path):
         batch_events = [(event_no + i, k) for i, k in enumerate([0, 1, 2, 3, 4, 5, 99, 1000, None])]
         event_no += len(batch_events)
         write_json(events_dir, f"e{version}", batch_events, ["event", "id"])
-        run_once(adjunct.enrich(events, table, enrich_ckpt, keep))
+        run_once(adjunct.enrich(events, table, checkpoint=enrich_ckpt, process=keep))
 
     # every version stays readable as it was committed
     for version, state in oracle.versions.items():
@@ -199,7 +199,11 @@ def test_rerun_of_an_enriching_batch_sees_its_recorded_version(spark, tmp_path):
         df.collect()
         raise RuntimeError("killed before the batch committed")
 
-    q = adjunct.enrich(events, table, ckpt, crash_after_lookup).trigger(availableNow=True).start()
+    q = (
+        adjunct.enrich(events, table, checkpoint=ckpt, process=crash_after_lookup)
+        .trigger(availableNow=True)
+        .start()
+    )
     with pytest.raises(StreamingQueryException, match="killed before the batch committed"):
         q.awaitTermination(120)
     # the table moves on while the enriching query is down
@@ -212,7 +216,12 @@ def test_rerun_of_an_enriching_batch_sees_its_recorded_version(spark, tmp_path):
         source=src,
     )
     run_once(
-        adjunct.enrich(events, table, ckpt, lambda df, b: out.append((b, [r.asDict() for r in df.collect()])))
+        adjunct.enrich(
+            events,
+            table,
+            checkpoint=ckpt,
+            process=lambda df, b: out.append((b, [r.asDict() for r in df.collect()])),
+        )
     )
     assert out == [(0, [{"event": 0, "id": 1, "name": "old", "score": 1.0}])]
     # a batch first run now sees the latest
@@ -361,7 +370,9 @@ def test_bootstrap_holds_the_first_enriching_batch_until_the_table_caught_up(spa
         write_json(changes_dir, f"r{version}", round_changes, ["id", "op", "seq", "name", "score"])
         oracle.commit(version, round_changes)
     changes = spark.readStream.schema(CHANGE_SCHEMA).option("maxFilesPerTrigger", 1).json(str(changes_dir))
-    maintaining = adjunct.maintain(changes, table, ["id"], "seq", str(tmp_path / "maintain-ckpt")).start()
+    maintaining = adjunct.maintain(
+        changes, table, ["id"], "seq", checkpoint=str(tmp_path / "maintain-ckpt")
+    ).start()
     try:
         write_json(events_dir, "e0", [(i, k) for i, k in enumerate([1, 2, 4, 5, 6, 99])], ["event", "id"])
         events = spark.readStream.schema(EVENT_SCHEMA).json(str(events_dir))
@@ -371,7 +382,7 @@ def test_bootstrap_holds_the_first_enriching_batch_until_the_table_caught_up(spa
         def keep(df, batch_id):
             seen[batch_id] = [r.asDict() for r in df.collect()]
 
-        run_once(adjunct.enrich(events, table, enrich_ckpt, keep, bootstrap=maintaining))
+        run_once(adjunct.enrich(events, table, checkpoint=enrich_ckpt, process=keep, bootstrap=maintaining))
         # Not ``caught_up(maintaining)`` again here: the maintaining query keeps triggering, and a sample taken
         # while an empty trigger runs says False. What the hold guaranteed is checked below, on the records.
         assert [v["version"] for v in adjunct.versions(spark, table)] == [1, 2, 3]

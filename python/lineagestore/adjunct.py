@@ -11,6 +11,10 @@ per row.
 * :func:`enrich` does it for a streaming DataFrame, each micro-batch at one recorded version, optionally
   holding its first batch until the maintaining query has :func:`caught_up`;
 * :func:`read` and :func:`versions` show the table.
+
+After the DataFrame, the path and (where a function has them) the key and ordering columns, every argument is
+keyword-only: most are strings, and one passed in another's place would be taken without an error.
+docs/adjunct-tables.md "Python signatures" lists them (checked by python/tests/test_docs_signatures.py).
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ def maintain_batch(
     path: str,
     keys: Sequence[str],
     ordering: str,
+    *,
     op: str = "op",
     source: str = "",
     retain_versions: int = 100,
@@ -76,6 +81,7 @@ def maintain(
     path: str,
     keys: Sequence[str],
     ordering: str,
+    *,
     checkpoint: str,
     op: str = "op",
     retain_versions: int = 100,
@@ -94,7 +100,17 @@ def maintain(
     """
 
     def batch(df: Any, batch_id: int) -> None:
-        maintain_batch(df, batch_id, path, keys, ordering, op, checkpoint, retain_versions, partitions)
+        maintain_batch(
+            df,
+            batch_id,
+            path,
+            keys,
+            ordering,
+            op=op,
+            source=checkpoint,
+            retain_versions=retain_versions,
+            partitions=partitions,
+        )
 
     check_checkpoint_location(changes.sparkSession, checkpoint)
     return changes.writeStream.option("checkpointLocation", checkpoint).foreachBatch(batch)
@@ -105,6 +121,7 @@ def publish(
     path: str,
     keys: Sequence[str],
     generation: int,
+    *,
     source: str = "",
     retain_versions: int = 100,
     partitions: int | None = None,
@@ -132,6 +149,7 @@ def publish_stream(
     datasets: Any,
     path: str,
     keys: Sequence[str],
+    *,
     checkpoint: str,
     retain_versions: int = 100,
     partitions: int | None = None,
@@ -141,13 +159,21 @@ def publish_stream(
     ``maxFilesPerTrigger=1`` over a directory receiving one complete file per generation."""
 
     def batch(df: Any, batch_id: int) -> None:
-        publish(df, path, keys, batch_id, checkpoint, retain_versions, partitions)
+        publish(
+            df,
+            path,
+            keys,
+            batch_id,
+            source=checkpoint,
+            retain_versions=retain_versions,
+            partitions=partitions,
+        )
 
     check_checkpoint_location(datasets.sparkSession, checkpoint)
     return datasets.writeStream.option("checkpointLocation", checkpoint).foreachBatch(batch)
 
 
-def lookup(events: Any, path: str, on: Sequence[str] | None = None, version: int | None = None) -> Any:
+def lookup(events: Any, path: str, *, on: Sequence[str] | None = None, version: int | None = None) -> Any:
     """``events`` (a batch DataFrame) with the table's value columns for each event's key (nulls if absent).
 
     ``on``: the events' columns matching the table's key columns, in order (default: the same names).
@@ -203,6 +229,7 @@ def caught_up(maintaining: Any) -> bool:
 def enrich(
     events: Any,
     path: str,
+    *,
     checkpoint: str,
     process: Callable[[Any, int], None],
     on: Sequence[str] | None = None,
@@ -234,7 +261,7 @@ def enrich(
                 time.sleep(0.2)
         held[0] = False
         v = version_for_batch(spark, path, checkpoint, batch_id)
-        process(lookup(df, path, on, v), batch_id)
+        process(lookup(df, path, on=on, version=v), batch_id)
 
     check_checkpoint_location(events.sparkSession, checkpoint)
     return events.writeStream.option("checkpointLocation", checkpoint).foreachBatch(batch)

@@ -25,14 +25,14 @@ import org.rocksdb._
   * in it for the batch's later writes ([[PendingWrites.noteRead]]), state confined to that thread. The
   * in-flight batch is set and cleared by the owning thread only; the apply thread reads the batch handed to
   * it and writes it to RocksDB, nothing else (the owner's reads of that batch only read it too). Snapshot
-  * creation by maintenance only reads. [[readCommitted]] and [[scanCommitted]] are for readers that share the
-  * store (the tasks of an executor reading an adjunct table's replica): they read RocksDB only, whose gets
-  * and iterators are thread-safe, and change nothing of this object but the set of open iterators (guarded by
-  * its own monitor), so any number of threads may call them at once, and with the owner's writes to the batch
-  * in progress, which they never see; never with a load, commit or close (which reopen or write RocksDB under
-  * them: the caller's lock keeps those apart), and only with no batch in flight. The fields they read (`db`,
-  * `behind`) are published to them by that lock; `inFlight` is volatile. [[approximateMemoryBytes]] may be
-  * read from any thread (metrics), a batch behind.
+  * creation by maintenance only reads. [[readCommitted]], [[readCommittedMany]] and [[scanCommitted]] are for
+  * readers that share the store (the tasks of an executor reading an adjunct table's replica): they read
+  * RocksDB only, whose gets and iterators are thread-safe, and change nothing of this object but the set of
+  * open iterators (guarded by its own monitor), so any number of threads may call them at once, and with the
+  * owner's writes to the batch in progress, which they never see; never with a load, commit or close (which
+  * reopen or write RocksDB under them: the caller's lock keeps those apart), and only with no batch in
+  * flight. The fields they read (`db`, `behind`) are published to them by that lock; `inFlight` is volatile.
+  * [[approximateMemoryBytes]] may be read from any thread (metrics), a batch behind.
   *
   * `openLog` opens each batch's [[BatchLog]] (see [[PendingWrites]]); a commit discards a log not taken.
   */
@@ -169,6 +169,15 @@ final class LocalRocksDb(
   def readCommitted(key: Array[Byte]): Array[Byte] = {
     requireSettled()
     db.get(readOptions, key)
+  }
+
+  /** The committed values of `keys` (null where absent), in their order, in one RocksDB `MultiGet`: one JNI
+    * call for the lot instead of one per key, and RocksDB reads the keys of one block or file together. For
+    * threads that share the store, as [[readCommitted]].
+    */
+  def readCommittedMany(keys: java.util.List[Array[Byte]]): java.util.List[Array[Byte]] = {
+    requireSettled()
+    if (keys.isEmpty) java.util.Collections.emptyList() else db.multiGetAsList(readOptions, keys)
   }
 
   /** Keys in [from, until) in bytewise order as RocksDB holds them (the batch in progress not overlaid), for

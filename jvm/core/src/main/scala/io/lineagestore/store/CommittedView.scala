@@ -9,11 +9,11 @@ import io.lineagestore.store.LineageStoreState.LocalState
   * concurrent tasks of an executor looking keys up in an adjunct table's replica. Taken after a load
   * ([[LineageStore.committedView]]).
   *
-  * Threads: [[get]] and [[scan]] may be called by any number of threads at once, and while the store's owner
-  * writes to its batch in progress, which a view never sees. They read RocksDB, whose gets and iterators are
-  * thread-safe, and no per-read state at all: a store's own `get` remembers each read in the batch in
-  * progress for the batch's later writes (a write's existence check then needs no lookup), in a table
-  * confined to the owning thread; two threads reading through it corrupted it (issue 52). Each scan's
+  * Threads: [[get]], [[getMany]] and [[scan]] may be called by any number of threads at once, and while the
+  * store's owner writes to its batch in progress, which a view never sees. They read RocksDB, whose gets and
+  * iterators are thread-safe, and no per-read state at all: a store's own `get` remembers each read in the
+  * batch in progress for the batch's later writes (a write's existence check then needs no lookup), in a
+  * table confined to the owning thread; two threads reading through it corrupted it (issue 52). Each scan's
   * iterator is its caller's alone. What a view reads is fixed when it is taken: one immutable [[LocalState]],
   * which the store replaces whole (an `AtomicReference`) whenever what its RocksDB holds changes.
   *
@@ -31,6 +31,16 @@ final class CommittedView private[store] (db: LocalRocksDb, taken: LocalState, c
   def get(cf: Int, key: Array[Byte]): Array[Byte] = {
     requireCurrent()
     db.readCommitted(FamilyKeys.fullKey(cf, key))
+  }
+
+  /** The committed values of family `cf`'s `keys` (null where absent), in their order, read together (one
+    * RocksDB `MultiGet`): what a reader of many keys at once uses instead of one [[get]] per key.
+    */
+  def getMany(cf: Int, keys: java.util.List[Array[Byte]]): java.util.List[Array[Byte]] = {
+    requireCurrent()
+    val full = new java.util.ArrayList[Array[Byte]](keys.size)
+    keys.forEach(k => full.add(FamilyKeys.fullKey(cf, k)))
+    db.readCommittedMany(full)
   }
 
   /** Keys of family `cf` in [from, until) (user keys; until null = to the family's end), in bytewise order;

@@ -77,6 +77,15 @@ class CommittedViewSuite extends AnyFunSuite with StoreFixture {
               val got = Option(view.get(D, key(i))).map(new String(_, UTF_8))
               assert(got == expected.get(i), s"${view.checkpoint}, key $i")
             }
+            // the same keys read together (one MultiGet), as the adjunct lookup reads a task's events
+            val asked = IndexedSeq.fill(500)(rnd.nextInt(Keys + Keys / 10))
+            val many = view.getMany(D, asked.map(key).asJava).asScala
+            asked.zip(many).foreach { case (i, got) =>
+              assert(
+                Option(got).map(new String(_, UTF_8)) == expected.get(i),
+                s"${view.checkpoint}, key $i read with others"
+              )
+            }
             // the owner's batch in progress is not committed state
             assert(view.get(D, b("pending")) == null, "a view saw the batch in progress")
             if (t == 0 && rnd.nextInt(8) == 0) {
@@ -137,9 +146,15 @@ class CommittedViewSuite extends AnyFunSuite with StoreFixture {
     val e = intercept[IllegalStateException](view.get(D, key(1)))
     assert(e.getMessage.contains(versions(1)._1.toString) && e.getMessage.contains(versions(2)._1.toString))
     intercept[IllegalStateException](view.scan(D, Array.emptyByteArray, null))
+    intercept[IllegalStateException](view.getMany(D, java.util.List.of(key(1))))
     val again = store.committedView()
     store.put(D, key(3), b("next"))
     assert(new String(again.get(D, key(3)), UTF_8) == "v3-3", "a view read the batch in progress")
+    // read together: in the order asked, null for a key never written or only in the batch in progress
+    store.put(D, key(Keys + 1), b("pending"))
+    val together = again.getMany(D, Seq(key(3), key(Keys + 5), key(1), key(Keys + 1)).asJava).asScala
+    assert(together.map(Option(_).map(new String(_, UTF_8))) == Seq(Some("v3-3"), None, Some("v1-1"), None))
+    assert(again.getMany(D, java.util.List.of()).isEmpty)
     val next = store.commit()
     assert(intercept[IllegalStateException](again.get(D, key(3))).getMessage.contains(next.toString))
     // a view taken after the commit waits for its batch to be in RocksDB, and reads it

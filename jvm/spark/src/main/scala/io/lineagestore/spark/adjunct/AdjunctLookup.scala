@@ -9,15 +9,10 @@ import org.apache.hadoop.fs.Path
 import org.apache.spark.TaskContext
 import org.apache.spark.sql.{DataFrame, SparkSession}
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{
-  BoundReference,
-  GenericInternalRow,
-  JoinedRow,
-  UnsafeProjection,
-  UnsafeRow
-}
+import org.apache.spark.sql.catalyst.expressions.{BoundReference, JoinedRow, UnsafeProjection, UnsafeRow}
 import org.apache.spark.sql.execution.streaming.state.lineagestore.{InternalFrames, SparkKeyPlacement}
 import org.apache.spark.sql.types._
+import org.apache.spark.unsafe.Platform
 
 import io.lineagestore.adjunct.{AdjunctCommit, AdjunctRetention, AdjunctTableLog}
 import io.lineagestore.config.LineageConf
@@ -42,7 +37,8 @@ object AdjunctLookup {
     val commit = table.resolve(version)
     val onCols = if (on.isEmpty) schema.keys.fieldNames.toSeq else on.asScala.toSeq
     val keyOrdinals = checkKeys(events.schema, path, schema, onCols)
-    val clash = schema.values.fieldNames.filter(events.schema.fieldNames.contains)
+    val clash = (schema.values.fieldNames ++ Seq(HiddenOrdering, HiddenDeleted))
+      .filter(events.schema.fieldNames.contains)
     if (clash.nonEmpty)
       throw new AdjunctTableException(
         s"adjunct table $path: the events already have column(s) ${clash.mkString(", ")} that the lookup adds; " +
@@ -51,7 +47,16 @@ object AdjunctLookup {
     val eventSchema = events.schema
     val stored = schema.stored
     val nValues = schema.values.length
-    val outSchema = StructType(eventSchema.fields ++ schema.values.fields.map(_.copy(nullable = true)))
+    // The operator's rows are the event joined with the stored row (ordering, deleted, values...) as it is,
+    // under two internal names dropped right after: the one projection left is the scan's over this RDD,
+    // inside whole-stage code generation and fused with the drop, which reads only the columns kept. (A
+    // projection of our own here, then the scan's, copied every row twice.)
+    val hidden = Seq(HiddenOrdering, HiddenDeleted)
+    val rowSchema = StructType(
+      eventSchema.fields ++ hidden.zip(stored.fields.take(2)).map { case (name, f) =>
+        f.copy(name = name, nullable = true)
+      } ++ schema.values.fields.map(_.copy(nullable = true))
+    )
     val n = table.partitions
     val keyFields = schema.keys.fields.toSeq
     // partitioned: task p reads partition p's store only, so its events must be the keys placed in p. Checked
@@ -77,6 +82,7 @@ object AdjunctLookup {
     val stores = (0 until n).map(p => (table.storePathOf(p), commit.storeCheckpoint(p)))
     // fetched once per executor, not deserialized with every task; only a replica's first opening reads it
     val conf = spark.sparkContext.broadcast(confEntries)
+    val batchSize = LookupBatch
     val rows = input.mapPartitionsWithIndex { (partition, it) =>
       val p = if (n == 1) 0 else partition
       val (storePath, id) = stores(p)
@@ -91,46 +97,38 @@ object AdjunctLookup {
       val keyProj = UnsafeProjection.create(keyOrdinals.toSeq.map { i =>
         BoundReference(i, eventSchema(i).dataType, eventSchema(i).nullable)
       })
-      val nEvent = eventSchema.length
-      val outProj = UnsafeProjection.create(
-        eventSchema.fields.toSeq.zipWithIndex.map { case (f, i) =>
-          BoundReference(i, f.dataType, f.nullable)
-        } ++
-          (0 until nValues).map(j => BoundReference(nEvent + 2 + j, stored(2 + j).dataType, nullable = true))
-      )
-      val absent = new GenericInternalRow(2 + nValues)
-      val value = new UnsafeRow(2 + nValues)
-      val joined = new JoinedRow()
-      it.map { event =>
-        val found =
-          if (keyOrdinals.exists(event.isNullAt)) null
-          else {
-            val key = keyProj(event)
-            if (placement != null) {
-              val placed = placement.eval(key).asInstanceOf[Int]
-              if (placed != p)
-                throw notPartitionedLike(
-                  path,
-                  n,
-                  onCols,
-                  s"not placed like it: an event with key (${key.toSeq(schema.keys).mkString(", ")}) is in " +
-                    s"partition $p, where Spark's hash of the key columns places it in $placed"
-                )
-            }
-            store.get(1, key.getBytes)
-          }
-        val right =
-          if (found == null) absent
-          else {
-            value.pointTo(found, found.length)
-            if (value.getBoolean(1)) absent else value
-          }
-        // no copy: the scan over this RDD projects each row into its own before the next is asked for
-        outProj(joined(event, right)): InternalRow
+      def keyOf(event: InternalRow): Array[Byte] = {
+        val key = keyProj(event)
+        if (placement != null) {
+          val placed = placement.eval(key).asInstanceOf[Int]
+          if (placed != p)
+            throw notPartitionedLike(
+              path,
+              n,
+              onCols,
+              s"not placed like it: an event with key (${key.toSeq(schema.keys).mkString(", ")}) is in " +
+                s"partition $p, where Spark's hash of the key columns places it in $placed"
+            )
+        }
+        // a fresh array per key, as the batch holds them all: getBytes returns the projection's own buffer
+        // (the same array for every event) when the row fills it exactly
+        val bytes = new Array[Byte](key.getSizeInBytes)
+        key.writeToMemory(bytes, Platform.BYTE_ARRAY_OFFSET)
+        bytes
       }
+      new LookupBatches(it, batchSize, keyOrdinals, keyOf, keys => store.getMany(1, keys), 2 + nValues)
     }
-    InternalFrames.of(spark, rows, outSchema)
+    InternalFrames.of(spark, rows, rowSchema).drop(hidden: _*)
   }
+
+  /** Events looked up together, in one RocksDB `MultiGet` (docs/benchmarks.md "Adjunct tables": one JNI `get`
+    * per event was the largest item of a lookup task).
+    */
+  private val LookupBatch = 4096
+
+  // the stored row's ordering and deleted columns, in the operator's rows until the lookup drops them
+  private val HiddenOrdering = "__lineagestore_adjunct_ordering"
+  private val HiddenDeleted = "__lineagestore_adjunct_deleted"
 
   /** The table's live rows at `version` (latest when negative), read in one task per partition from the
     * replicas.
