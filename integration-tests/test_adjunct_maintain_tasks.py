@@ -1,7 +1,7 @@
 """Adjunct maintain on the executors (docs/adjunct-tables.md "Maintain", "How attempts, re-runs and lost
 executors resolve"): one task per partition commits its store's checkpoint, the driver writes the table record
 last. A task that fails after committing, and a driver that fails between the partitions' commits and the
-record (the named steps of ``MaintainCrashPoints``, through the test hook of ``lineagestore.testing.faults``),
+record (the named steps of ``CrashPoints.AdjunctMaintain``, through the test hook of ``lineagestore.testing.faults``),
 leave checkpoints no record names; the re-run's record names exactly one checkpoint per partition, each a
 child of the parent the last record named, and every reader gets the oracle's answer. In ``local[2]`` a failed
 task is not retried (the batch fails and is re-run); the cluster suite retries it within the job."""

@@ -61,7 +61,7 @@ RESTORE_STEPS = ("restore.after-snapshot-files", "restore.after-replay")
 CATCH_UP_STEPS = ("catch-up.before-upload",)
 CLOSE_STEPS = ("close.before-upload", "close.after-upload")
 ALL_STEPS = COMMIT_STEPS + SNAPSHOT_STEPS + CLEANUP_STEPS + RESTORE_STEPS + CATCH_UP_STEPS + CLOSE_STEPS
-# io.lineagestore.adjunct.MaintainCrashPoints.All: an adjunct table's maintain (a task after committing its
+# io.lineagestore.store.CrashPoints.AdjunctMaintain: an adjunct table's maintain (a task after committing its
 # partition's checkpoint; the driver before the table record), kept apart from the steps every store reaches
 ADJUNCT_STEPS = ("adjunct.after-partition-commit", "adjunct.before-record")
 

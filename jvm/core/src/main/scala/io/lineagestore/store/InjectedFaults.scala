@@ -11,9 +11,9 @@ class InjectedFault(message: String) extends RuntimeException(message)
   * helpers in lineagestore.testing.faults set them). The keys live outside lineagestore's own key space, so
   * they are not options, are not documented as such and are never validated as such:
   *
-  *   - `spark.sql.streaming.stateStore.lineagestoreTest.failOnceAt`: step names of [[CrashPoints.All]] (or of
-  *     an adjunct maintain, [[io.lineagestore.adjunct.MaintainCrashPoints.All]]), comma-separated (e.g.
-  *     `commit.after-delta`, `snapshot.after-blobs`);
+  *   - `spark.sql.streaming.stateStore.lineagestoreTest.failOnceAt`: step names of [[CrashPoints.Known]] (a
+  *     store's, or an adjunct maintain's), comma-separated (e.g. `commit.after-delta`,
+  *     `snapshot.after-blobs`);
   *   - `spark.sql.streaming.stateStore.lineagestoreTest.markerDir`: a directory on the executors' local disk.
   *
   * The first store of any task that reaches a named step creates `<markerDir>/<step>` (atomically) and throws
@@ -30,7 +30,7 @@ object InjectedFaults {
     confs.get(FailOnceAtKey).map(_.split(',').map(_.trim).filter(_.nonEmpty).toSeq) match {
       case None | Some(Seq()) => CrashPoints.None
       case Some(names)        =>
-        val known = (CrashPoints.All ++ io.lineagestore.adjunct.MaintainCrashPoints.All).map(_.name)
+        val known = CrashPoints.Known.map(_.name)
         names.filterNot(known.contains).headOption.foreach { n =>
           throw new InvalidConfigException(
             s"$FailOnceAtKey='${confs(FailOnceAtKey)}': unknown step '$n'. Steps: ${known.mkString(", ")}."

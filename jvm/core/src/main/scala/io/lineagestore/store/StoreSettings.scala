@@ -119,5 +119,19 @@ object CrashPoints {
     CloseBeforeUpload,
     CloseAfterUpload
   )
+
+  /** The steps of an adjunct table's maintain (docs/adjunct-tables.md "Maintain"), kept apart from [[All]]:
+    * those are the steps every store reaches (the store crash suites iterate them), these only a maintain
+    * does. After the task committed its partition's checkpoint (snapshots uploaded), its result not yet
+    * returned: the task fails, Spark retries it, and the retry commits a second child of the same parent.
+    */
+  val AdjunctAfterPartitionCommit: Step = Step("adjunct.after-partition-commit")
+  // on the driver: every partition's checkpoint is committed, the table record not written yet
+  val AdjunctBeforeRecord: Step = Step("adjunct.before-record")
+  val AdjunctMaintain: Seq[Step] = Seq(AdjunctAfterPartitionCommit, AdjunctBeforeRecord)
+
+  /** Every step a test may name. */
+  val Known: Seq[Step] = All ++ AdjunctMaintain
+
   val None: CrashPoints = (_: Step) => ()
 }

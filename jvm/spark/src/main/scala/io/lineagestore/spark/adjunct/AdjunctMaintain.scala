@@ -17,9 +17,9 @@ import org.apache.spark.sql.types._
 
 import org.apache.spark.rdd.RDD
 
-import io.lineagestore.adjunct.{AdjunctRetention, MaintainCrashPoints, MaintainRecord, ReplicaMark}
+import io.lineagestore.adjunct.{AdjunctRetention, MaintainRecord, ReplicaMark}
 import io.lineagestore.lineage.CheckpointId
-import io.lineagestore.store.InjectedFaults
+import io.lineagestore.store.{CrashPoints, InjectedFaults}
 import org.apache.spark.sql.execution.streaming.state.lineagestore.{InternalFrames, SparkKeyPlacement}
 
 /** Maintains an adjunct table from one micro-batch of changes (called from foreachBatch; see
@@ -146,7 +146,7 @@ object AdjunctMaintain {
       retainVersions,
       replace
     )
-    InjectedFaults.fromConfs(confEntries).at(MaintainCrashPoints.BeforeRecord)
+    InjectedFaults.fromConfs(confEntries).at(CrashPoints.AdjunctBeforeRecord)
     val record = MaintainRecord.record(
       path,
       latest,

@@ -5,9 +5,9 @@ import scala.reflect.ClassTag
 import org.apache.spark.{Partition, Partitioner, SparkEnv, TaskContext}
 import org.apache.spark.rdd.RDD
 
-import io.lineagestore.adjunct.{MaintainCrashPoints, MaintainPlacement, MaintainRecord}
+import io.lineagestore.adjunct.{MaintainPlacement, MaintainRecord}
 import io.lineagestore.lineage.CheckpointId
-import io.lineagestore.store.{InjectedFaults, LineageStore}
+import io.lineagestore.store.{CrashPoints, InjectedFaults, LineageStore}
 import io.lineagestore.spark.adjunct.AdjunctMaintain.Change
 
 /** What one maintain task did: the checkpoint it committed for `partition`, where (executor id and host), and
@@ -162,7 +162,7 @@ object MaintainTasks {
     }
     // the writer is kept (at the checkpoint just committed) when the task fails here: a retry on this
     // executor then loads the parent again from that copy
-    InjectedFaults.fromConfs(confEntries).at(MaintainCrashPoints.AfterPartitionCommit)
+    InjectedFaults.fromConfs(confEntries).at(CrashPoints.AdjunctAfterPartitionCommit)
     result.copy(millis = (System.nanoTime() - start) / 1000000)
   }
 
