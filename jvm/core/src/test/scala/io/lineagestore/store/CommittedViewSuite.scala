@@ -35,7 +35,8 @@ class CommittedViewSuite extends AnyFunSuite with StoreFixture {
     (1 to Versions).map { v =>
       (0 until Keys).foreach { i =>
         if (v == 1 || i % 100 == v) { state += i -> s"v$v-$i"; writer.put(D, key(i), b(s"v$v-$i")) }
-        else if (i % 1000 == 500 + v) { state -= i; writer.delete(D, key(i)) }
+        // i % 100 == 50 + v here, never a key the branch above puts (500 + v was: no key was ever deleted)
+        else if (i % 1000 == 550 + v) { state -= i; writer.delete(D, key(i)) }
       }
       (writer.commit(), state)
     }
