@@ -9,6 +9,8 @@ import json
 import threading
 import time
 
+import pytest
+
 from lineagestore import adjunct
 from lineagestore.testing import faults
 from test_adjunct_partitioned import sparks_partition_of
@@ -183,6 +185,9 @@ def test_partitioned_maintain_split_across_executors_a_retried_task_named_once(s
     }
 
 
+# The long run only, for now: it passes, but after it the replacement executor on the victim's host got none
+# of test_cluster.py's next 30 tasks, though registered with the driver (2026-12-02, twice; cause not found).
+@pytest.mark.long_run
 def test_an_executor_killed_during_maintain_loses_nothing(spark, cluster, tmp_path):
     """An executor SIGKILLed while the batch's maintain tasks run (its warm partition stores lost with it):
     Spark re-runs its tasks elsewhere, each loading its parent from storage; the batch commits one version
@@ -234,8 +239,7 @@ def test_an_executor_killed_during_maintain_loses_nothing(spark, cluster, tmp_pa
     expected = batch(2, "b").select("id", "name", "score")
     assert got.count() == keys
     assert got.select("id", "name", "score").exceptAll(expected).count() == 0
-    # the Master starts a new executor on the victim's host for the next tests
-    deadline = time.monotonic() + 90
-    while victim not in cluster.executor_pids() and time.monotonic() < deadline:
-        time.sleep(0.5)
+    # the Master starts a new executor on the victim's host; the next tests count on it registered with the
+    # driver, not only running (a JVM that still starts left the next test's job with two executors)
+    cluster.await_executors(spark)
     assert victim in cluster.executor_pids()

@@ -133,4 +133,5 @@ def test_an_executor_killed_mid_batch_loses_nothing(harness, cluster, tmp_path):
     while victim not in cluster.executor_pids() and time.monotonic() < deadline:
         time.sleep(0.5)
     assert victim in cluster.executor_pids()
+    cluster.await_executors(harness.spark)  # registered with the driver too: the next tests count on three
     _assert_checkpoint_clean(harness.checkpoint, crashed=True)
