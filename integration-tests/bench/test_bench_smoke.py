@@ -30,6 +30,13 @@ def _jar_or_skip() -> None:
         pytest.skip(str(exc))
 
 
+def _run_smoke(script: str, out: Path, work: Path) -> None:
+    """Runs a bench script's ``--smoke`` into ``out``; fails with the end of its output if it fails."""
+    cmd = [sys.executable, str(HERE / script), "--smoke", "--out", str(out), "--work-dir", str(work)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"{script} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+
+
 @pytest.mark.skipif(shutil.which("javac") is None, reason="the counting filesystem is compiled with javac")
 def test_small_preset_two_providers_two_workloads(tmp_path):
     _jar_or_skip()
@@ -215,10 +222,7 @@ def test_repartition_bench_smoke(tmp_path):
     loses or duplicates a key; here only the shape of its results is checked, never the figures."""
     _jar_or_skip()
     out = tmp_path / "repartition.json"
-    cmd = [sys.executable, str(HERE / "repartition_bench.py"), "--smoke", "--out", str(out)]
-    cmd += ["--work-dir", str(tmp_path / "work")]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, f"repartition_bench.py failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    _run_smoke("repartition_bench.py", out, tmp_path / "work")
     data = json.loads(out.read_text())
     assert [(c["workload"], c["to"]) for c in data["cases"]] == [("agg", 3)]
     for case in data["cases"]:
@@ -243,10 +247,7 @@ def test_realtime_bench_smoke(tmp_path):
     Only the report's shape and that every measured record reached the sink are checked, never the figures."""
     _jar_or_skip()
     out = tmp_path / "out"
-    cmd = [sys.executable, str(HERE / "realtime_bench.py"), "--smoke", "--out", str(out)]
-    cmd += ["--work-dir", str(tmp_path / "work")]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, f"realtime_bench.py failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    _run_smoke("realtime_bench.py", out, tmp_path / "work")
     summary = json.loads((out / "summary.json").read_text())
     per = summary["workloads"]["aggregation"]
     for provider in ("lineagestore", "builtin"):
