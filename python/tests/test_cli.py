@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+from test_cli_80_columns import assert_fits  # the 80-column rule, in one place
 
 from lineagestore.cli import EXIT_BAD_CHECKPOINT, EXIT_ENVIRONMENT, EXIT_OK, EXIT_PROBLEMS
 from lineagestore.testing.cli import run_cli
@@ -627,8 +628,7 @@ def test_inspect_plot_marks_the_batch_a_migrate_rewrote(spark, tmp_path, monkeyp
     monkeypatch.setenv("COLUMNS", "80")
     rc, out, _ = run_cli(["inspect", str(checkpoint)])
     assert rc == EXIT_OK
-    # a path longer than the page stays whole on a line of its own (under pytest-xdist's longer tmp paths)
-    assert all(len(line) <= 80 or " " not in line.strip() for line in out.splitlines()), out
+    assert_fits(out)
     text = " ".join(line.strip() for line in out.splitlines())
     assert (
         "rewritten batch 1 (state version 2): migrated from HDFSBackedStateStoreProvider, 2 -> 3 partitions"
