@@ -59,21 +59,49 @@ def maintain_batch(
     source: str = "",
     retain_versions: int = 100,
     partitions: int | None = None,
+    tombstone_retention: int | None = None,
 ) -> int:
     """Applies one batch of changes to the table at ``path`` and commits it; returns the table version.
 
-    A re-run of a batch (same ``source`` and ``batch_id``) already committed does nothing. ``partitions``: see
-    :func:`maintain`.
+    A re-run of a batch (same ``source`` and ``batch_id``) already committed does nothing. ``partitions``,
+    ``tombstone_retention``: see :func:`maintain`.
     """
     spark = changes.sparkSession
     n = 0 if partitions is None else partitions
     if n < 0 or (partitions is not None and n == 0):
         raise AdjunctTableError(f"adjunct table {path}: partitions must be positive, not {partitions}")
+    retention = _tombstone_retention(path, tombstone_retention)
     return _jvm_call(
         lambda: _obj(spark, "AdjunctMaintain").maintainBatch(
-            changes._jdf, batch_id, path, _java_list(spark, keys), ordering, op, source, retain_versions, n
+            changes._jdf,
+            batch_id,
+            path,
+            _java_list(spark, keys),
+            ordering,
+            op,
+            source,
+            retain_versions,
+            n,
+            retention,
         )
     )
+
+
+def _tombstone_retention(path: str, value: Any) -> Any:
+    """``tombstone_retention`` checked before the JVM sees it (a whole number of ordering units, or None)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise AdjunctTableError(
+            f"adjunct table {path}: tombstone_retention={value!r} is not a whole number; pass how many ordering "
+            "units behind the highest ordering value a deleted key's tombstone is kept (an int >= 0), or None"
+        )
+    if value < 0:
+        raise AdjunctTableError(
+            f"adjunct table {path}: tombstone_retention={value} is negative; pass a number of ordering units "
+            ">= 0, or None (tombstones kept for ever)"
+        )
+    return value
 
 
 def maintain(
@@ -86,6 +114,7 @@ def maintain(
     op: str = "op",
     retain_versions: int = 100,
     partitions: int | None = None,
+    tombstone_retention: int | None = None,
 ) -> Any:
     """A ``DataStreamWriter`` keeping the adjunct table at ``path`` from the streaming DataFrame ``changes``.
 
@@ -97,7 +126,14 @@ def maintain(
     each key lives in the partition Spark's shuffle sends it to (``repartition(N, *keys)``), one store per
     partition, and lookups are partitioned: events hash-partitioned on the key columns into N read only
     their partition's store. An existing table keeps its own (pass none, or the same).
+
+    ``tombstone_retention``: a new table's bound on deleted keys' tombstones, in units of ``ordering``
+    (default None: kept for ever). A tombstone whose ordering is at least this far behind the highest ordering
+    value maintained is purged; a later change at or below that floor for a key the table holds nothing of is
+    refused (counted in the version's record), as it could bring a deleted key back. Fixed when the table is
+    created (docs/adjunct-tables.md "Tombstone retention").
     """
+    retention = _tombstone_retention(path, tombstone_retention)
 
     def batch(df: Any, batch_id: int) -> None:
         maintain_batch(
@@ -110,6 +146,7 @@ def maintain(
             source=checkpoint,
             retain_versions=retain_versions,
             partitions=partitions,
+            tombstone_retention=retention,
         )
 
     check_checkpoint_location(changes.sparkSession, checkpoint)

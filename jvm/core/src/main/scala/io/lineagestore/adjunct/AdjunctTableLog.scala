@@ -16,7 +16,9 @@ import io.lineagestore.storage.BlobStore
   * A table of one store (`partitions` 1) *is* that store's checkpoint `version`_`uniqueId`. A partitioned
   * table names in `stores` the checkpoint each partition's store holds at this version (a partition the
   * version did not change keeps the checkpoint of an earlier one; a partition never written is absent:
-  * empty); its `uniqueId` identifies the table version only.
+  * empty); its `uniqueId` identifies the table version only. `tombstones`: of a table with tombstone
+  * retention only ([[TombstoneRetention]]), the highest ordering so far and what this version purged and
+  * refused.
   */
 final case class AdjunctCommit(
     version: Long,
@@ -24,7 +26,8 @@ final case class AdjunctCommit(
     source: String,
     sourceBatchId: Long,
     partitions: Int = 1,
-    stores: Map[Int, CheckpointId] = Map.empty
+    stores: Map[Int, CheckpointId] = Map.empty,
+    tombstones: Option[TombstoneStats] = None
 ) {
 
   /** The checkpoint partition `p`'s store holds at this version. */
@@ -114,7 +117,22 @@ final class AdjunctTableLog(blobs: BlobStore) {
           field("source"),
           field("sourceBatchId").toLong,
           p.get(PartitionsKey).map(_.toInt).getOrElse(1),
-          stores
+          stores,
+          Option.when(p.contains(PurgedKey)) {
+            def number(k: String) = p.get(k).filter(_.nonEmpty).map { v =>
+              v.toLongOption.getOrElse(
+                throw new CorruptCheckpointFileException(
+                  blobs.locate(name),
+                  s"the adjunct table commit record's '$k' is '$v', not a number"
+                )
+              )
+            }
+            TombstoneStats(
+              number(HighestOrderingKey),
+              number(PurgedKey).get,
+              number(RefusedLateKey).getOrElse(0L)
+            )
+          }
         )
       )
     }
@@ -131,7 +149,14 @@ final class AdjunctTableLog(blobs: BlobStore) {
       "source" -> c.source,
       "sourceBatchId" -> c.sourceBatchId.toString
     ) ++ Option.when(c.partitions > 1)(PartitionsKey -> c.partitions.toString) ++
-      c.stores.map { case (p, id) => s"$StoreKeyPrefix$p" -> s"${id.version}_${id.uniqueId}" }
+      c.stores.map { case (p, id) => s"$StoreKeyPrefix$p" -> s"${id.version}_${id.uniqueId}" } ++
+      c.tombstones.fold(Map.empty[String, String]) { t =>
+        Map(
+          HighestOrderingKey -> t.highestOrdering.fold("")(_.toString),
+          PurgedKey -> t.purged.toString,
+          RefusedLateKey -> t.refusedLate.toString
+        )
+      }
   )
 
   def delete(version: Long): Unit = blobs.delete(commitName(version))
@@ -227,6 +252,13 @@ object AdjunctTableLog {
 
   /** The table's number of partitions, in its meta and its commit records (absent: a table of one store). */
   val PartitionsKey = "partitions"
+
+  /** A record's tombstone entries (tables with tombstone retention only): the highest ordering value so far
+    * (empty before any change), the tombstones this version purged, the late changes it refused.
+    */
+  val HighestOrderingKey = "highestOrdering"
+  val PurgedKey = "tombstonesPurged"
+  val RefusedLateKey = "lateChangesRefused"
 
   /** A commit record's `store.<p>=<version>_<uniqueId>` entries (partitioned tables only). */
   val StoreKeyPrefix = "store."

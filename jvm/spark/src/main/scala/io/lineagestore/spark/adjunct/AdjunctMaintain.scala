@@ -17,7 +17,7 @@ import org.apache.spark.sql.types._
 
 import org.apache.spark.rdd.RDD
 
-import io.lineagestore.adjunct.{AdjunctRetention, MaintainRecord, ReplicaMark}
+import io.lineagestore.adjunct.{AdjunctRetention, MaintainRecord, ReplicaMark, TombstoneRetention}
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.store.{CrashPoints, InjectedFaults}
 import org.apache.spark.sql.execution.streaming.state.lineagestore.{InternalFrames, SparkKeyPlacement}
@@ -34,6 +34,8 @@ object AdjunctMaintain {
 
   /** Applies `batch` and commits; returns the table version the batch's changes are in. `partitions`: the
     * number of stores a new table places its keys in (0: the table's, or 1 for a new table).
+    * `tombstoneRetention`: a new table's bound on its tombstones, in ordering units (null: the table's, or
+    * kept for ever for a new table; [[TombstoneRetention]]).
     */
   def maintainBatch(
       batch: DataFrame,
@@ -44,9 +46,22 @@ object AdjunctMaintain {
       op: String,
       source: String,
       retainVersions: Int,
-      partitions: Int
+      partitions: Int,
+      tombstoneRetention: java.lang.Long
   ): Long =
-    commitBatch(batch, batchId, path, keys, ordering, op, source, retainVersions, partitions, replace = false)
+    commitBatch(
+      batch,
+      batchId,
+      path,
+      keys,
+      ordering,
+      op,
+      source,
+      retainVersions,
+      partitions,
+      replace = false,
+      Option(tombstoneRetention).map(_.longValue)
+    )
 
   /** Publishes `dataset` (key and value columns, one row per key) as generation `generation` of the table: a
     * new version holding exactly its rows, every other key deleted (docs/adjunct-tables.md "Generations").
@@ -80,7 +95,8 @@ object AdjunctMaintain {
       source,
       retainVersions,
       partitions,
-      replace = true
+      replace = true,
+      None
     )
   }
 
@@ -98,7 +114,8 @@ object AdjunctMaintain {
       source: String,
       retainVersions: Int,
       partitions: Int,
-      replace: Boolean
+      replace: Boolean,
+      tombstoneRetention: Option[Long]
   ): Long = {
     val spark = batch.sparkSession
     val confEntries = AdjunctTable.confEntries(spark)
@@ -106,9 +123,14 @@ object AdjunctMaintain {
     val schema = schemaOf(batch, path, keys.asScala.toSeq, ordering, op)
     if (partitions < 0)
       throw new AdjunctTableException(s"adjunct table $path: partitions must be positive, not $partitions")
+    def retentionOf(kept: Option[Long], created: Boolean) =
+      try TombstoneRetention.settle(path, tombstoneRetention, kept, created)
+      catch { case e: IllegalArgumentException => throw new AdjunctTableException(e.getMessage) }
+    var retention: Option[Long] = None
     val n = table.log.readMeta() match {
       case Some(m) =>
         checkSame(path, AdjunctSchema.fromMeta(m), schema)
+        retention = retentionOf(TombstoneRetention.of(m, path), created = false)
         val kept = AdjunctTable.partitionsOf(m)
         if (partitions > 0 && partitions != kept)
           throw new AdjunctTableException(
@@ -123,7 +145,10 @@ object AdjunctMaintain {
           if (fs.exists(new org.apache.hadoop.fs.Path(path, "offsets"))) throw table.noTable()
         }
         val created = math.max(partitions, 1)
-        table.log.writeMeta(schema.toMeta(created))
+        retention = retentionOf(None, created = true)
+        table.log.writeMeta(
+          schema.toMeta(created) ++ retention.map(r => TombstoneRetention.MetaKey -> r.toString)
+        )
         created
     }
     val latest = table.log.latest()
@@ -144,18 +169,37 @@ object AdjunctMaintain {
       op,
       confEntries,
       retainVersions,
-      replace
+      replace,
+      // the floor comes from the record this batch builds on: a re-run or a second attempt uses the same
+      retention.map(_ => MaintainTasks.Tombstones(TombstoneRetention.floor(retention, latest)))
     )
     InjectedFaults.fromConfs(confEntries).at(CrashPoints.AdjunctBeforeRecord)
-    val record = MaintainRecord.record(
-      path,
-      latest,
-      n,
-      results.map(r => r.partition -> r.checkpoint),
-      source,
-      batchId,
-      () => UUID.randomUUID().toString
-    )
+    val record = MaintainRecord
+      .record(
+        path,
+        latest,
+        n,
+        results.map(r => r.partition -> r.checkpoint),
+        source,
+        batchId,
+        () => UUID.randomUUID().toString
+      )
+      .copy(tombstones = retention.map { _ =>
+        TombstoneRetention.stats(
+          latest,
+          results.map(_.highestOrdering),
+          results.map(_.purged).sum,
+          results.map(_.refusedLate).sum
+        )
+      })
+    val refused = results.map(_.refusedLate).sum
+    if (refused > 0)
+      log.warn(
+        s"adjunct table $path: version ${record.version} refused $refused late change(s) at or below the " +
+          s"tombstone floor (ordering <= ${TombstoneRetention.floor(retention, latest).getOrElse("?")}, the " +
+          s"table keeps tombstones for ${retention.getOrElse("?")} ordering units): their keys' tombstones may " +
+          "be purged, so applying them could bring deleted keys back (docs/adjunct-tables.md)"
+      )
     table.log.write(record)
     MaintainTasks.recorded(path, results)
     // records first, then files: a record never names a checkpoint clean-up may have deleted
@@ -196,6 +240,13 @@ object AdjunctMaintain {
     val r = new UnsafeRow(2)
     r.pointTo(stored, stored.length)
     r.getLong(0)
+  }
+
+  /** Whether a stored value (or a change's) is a tombstone. */
+  def deletedOf(stored: Array[Byte]): Boolean = {
+    val r = new UnsafeRow(2)
+    r.pointTo(stored, stored.length)
+    r.getBoolean(1)
   }
 
   /** The batch's changes reduced to the newest per key (ties: a delete wins, so the result is deterministic),

@@ -5,14 +5,17 @@ import scala.reflect.ClassTag
 import org.apache.spark.{Partition, Partitioner, SparkEnv, TaskContext}
 import org.apache.spark.rdd.RDD
 
-import io.lineagestore.adjunct.{MaintainPlacement, MaintainRecord}
+import io.lineagestore.adjunct.{MaintainPlacement, MaintainRecord, TombstoneRetention}
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.store.{CrashPoints, InjectedFaults, LineageStore}
 import io.lineagestore.spark.adjunct.AdjunctMaintain.Change
 
 /** What one maintain task did: the checkpoint it committed for `partition`, where (executor id and host), and
   * what it cost: the changes and their packed bytes it received, the delta it wrote, the bytes its load
-  * downloaded (0: the store was warm here at the parent), its time in the task.
+  * downloaded (0: the store was warm here at the parent), its time in the task. Of a table with tombstone
+  * retention ([[TombstoneRetention]]): the highest ordering value among its changes (None: none, or a
+  * generation's), the tombstones it purged, the late changes it refused, and after its commit the keys its
+  * store holds (rows and tombstones) and of them the tombstones.
   */
 final case class MaintainedPartition(
     partition: Int,
@@ -24,7 +27,12 @@ final case class MaintainedPartition(
     deltaBytes: Long,
     bytesDownloaded: Long,
     warm: Boolean,
-    millis: Long
+    millis: Long,
+    highestOrdering: Option[Long] = None,
+    purged: Long = 0,
+    refusedLate: Long = 0,
+    storedKeys: Long = 0,
+    tombstones: Long = 0
 )
 
 /** Applies a batch's changes on the executors (docs/adjunct-tables.md "Maintain"): the packed changes
@@ -42,7 +50,9 @@ object MaintainTasks {
   private val lastPlaced = new java.util.concurrent.ConcurrentHashMap[String, Map[Int, String]]()
   private val lastResults = new java.util.concurrent.ConcurrentHashMap[String, Seq[MaintainedPartition]]()
 
-  /** Runs the maintain tasks of one batch; returns their results, one per committing partition. */
+  /** Runs the maintain tasks of one batch; returns their results, one per committing partition. `tombstones`:
+    * how the table keeps tombstones (None: for ever, unindexed).
+    */
   def run(
       path: String,
       storePaths: IndexedSeq[String],
@@ -51,7 +61,8 @@ object MaintainTasks {
       op: String,
       confEntries: Map[String, String],
       retainVersions: Int,
-      replace: Boolean
+      replace: Boolean,
+      tombstones: Option[Tombstones] = None
   ): Seq[MaintainedPartition] = {
     val n = storePaths.length
     val shuffled = packed.partitionBy(new ById(n))
@@ -63,13 +74,24 @@ object MaintainTasks {
       if (!MaintainRecord.commits(n, arrays.nonEmpty, replace, parent)) Iterator.empty
       else
         Iterator(
-          commitPartition(path, storePaths(p), p, parent, arrays, op, confEntries, retainVersions, replace)
+          commitPartition(
+            path,
+            storePaths(p),
+            p,
+            parent,
+            arrays,
+            op,
+            confEntries,
+            retainVersions,
+            replace,
+            tombstones
+          )
         )
     }
     try tasks.collect().toSeq
     catch {
       // bad input found in a task (an unknown op) fails the call as it did on the driver, by its own message
-      case e: org.apache.spark.SparkException if badInput(e).isDefined => throw badInput(e).get
+      case e: org.apache.spark.SparkException => throw badInput(e).getOrElse(e)
     }
   }
 
@@ -104,7 +126,9 @@ object MaintainTasks {
         s"""{"partition": ${r.partition}, "checkpoint": "${r.checkpoint.version}_${r.checkpoint.uniqueId}", """ +
           s""""executor": "${r.executorId}", "host": "${r.host}", "changes": ${r.changes}, """ +
           s""""changeBytes": ${r.changeBytes}, "deltaBytes": ${r.deltaBytes}, """ +
-          s""""bytesDownloaded": ${r.bytesDownloaded}, "warm": ${r.warm}, "millis": ${r.millis}}"""
+          s""""bytesDownloaded": ${r.bytesDownloaded}, "warm": ${r.warm}, "millis": ${r.millis}, """ +
+          s""""highestOrdering": ${r.highestOrdering.fold("null")(_.toString)}, "purged": ${r.purged}, """ +
+          s""""refusedLate": ${r.refusedLate}, "storedKeys": ${r.storedKeys}, "tombstones": ${r.tombstones}}"""
       }
       .mkString("\n")
 
@@ -122,7 +146,8 @@ object MaintainTasks {
       op: String,
       confEntries: Map[String, String],
       retainVersions: Int,
-      replace: Boolean
+      replace: Boolean,
+      tombstones: Option[Tombstones]
   ): MaintainedPartition = {
     val start = System.nanoTime()
     val env = SparkEnv.get
@@ -135,16 +160,21 @@ object MaintainTasks {
       // a store's first checkpoint starts from nothing: no stored ordering to compare with (each key once)
       val first = parent.isEmptyState
       var count = 0L
+      val applying = new Applying(store, path, op, first, tombstones)
       try
         if (replace) {
           val rows = chunks.iterator.flatMap(ChangePacking.unpack).toArray
           count = rows.length
           replaceContent(store, rows, first)
-        } else
+          applying.dropIndex() // a generation leaves no tombstone: every key it lacks is deleted outright
+        } else {
+          applying.purge()
           chunks.iterator.flatMap(ChangePacking.unpack).foreach { c =>
-            count += 1; apply(store, c, path, op, first)
+            count += 1; applying(c)
           }
+        }
       catch { case t: Throwable => store.abort(); throw t }
+      val counts = if (tombstones.isEmpty) Map.empty[String, Long] else store.columnFamilies.counts
       val id = store.commit()
       store.uploadSnapshots()
       MaintainedPartition(
@@ -157,7 +187,12 @@ object MaintainTasks {
         store.counters.lastDeltaBytes.get,
         store.counters.bytesDownloaded.get - downloadedBefore,
         warm,
-        0L
+        0L,
+        applying.highest,
+        applying.purged,
+        applying.refusedLate,
+        counts.getOrElse(io.lineagestore.store.ColumnFamilies.DefaultName, 0L),
+        counts.getOrElse(TombstoneRetention.IndexFamily, 0L)
       )
     }
     // the writer is kept (at the checkpoint just committed) when the task fails here: a retry on this
@@ -182,17 +217,89 @@ object MaintainTasks {
     rows.foreach(c => store.put(1, c.key, c.value))
   }
 
-  private def apply(store: LineageStore, c: Change, path: String, op: String, first: Boolean): Unit = {
-    if (c.badOp != null)
-      throw new AdjunctTableException(
-        s"adjunct table $path: change with $op '${c.badOp}' is neither of ${AdjunctMaintain.Ops.mkString(", ")}; " +
-          "nothing of this batch was committed. Map the source's operation codes to these (e.g. Debezium " +
-          "c/u/r -> upsert, d -> delete) before maintain."
-      )
-    val stored = if (first) null else store.get(1, c.key)
-    // the stored change (live row or tombstone) wins unless this one is newer: late changes are ignored
-    if (stored == null || AdjunctMaintain.orderingOf(stored) < c.ordering) store.put(1, c.key, c.value)
+  /** Applies one task's changes to `store`, one at a time on the task's thread (not thread-safe). The stored
+    * change (live row or tombstone) wins unless the new one is newer: late changes are ignored. With
+    * `tombstones` (the table keeps them for a bound: [[TombstoneRetention]]) each tombstone also has an entry
+    * in the store's index family, keyed by its ordering, so [[purge]] finds those at or below the floor with
+    * one range scan; a change at or below the floor for a key the store holds nothing of is refused (its
+    * key's tombstone may be purged already), and a delete at or below it removes the key outright.
+    */
+  private final class Applying(
+      store: LineageStore,
+      path: String,
+      op: String,
+      first: Boolean,
+      tombstones: Option[Tombstones]
+  ) {
+    var purged = 0L
+    var refusedLate = 0L
+    var highest: Option[Long] = None
+    private val floor = tombstones.flatMap(_.floor)
+    private val indexFamily: Int = tombstones.fold(-1) { _ =>
+      store.columnFamilies.create(TombstoneRetention.IndexFamily) // a no-op once the store has it
+      store.columnFamilies.idOf(TombstoneRetention.IndexFamily).get
+    }
+    private val indexValue = Array[Byte](0)
+
+    private def atOrBelowFloor(ordering: Long) = floor.exists(ordering <= _)
+
+    def apply(c: Change): Unit = {
+      if (c.badOp != null)
+        throw new AdjunctTableException(
+          s"adjunct table $path: change with $op '${c.badOp}' is neither of ${AdjunctMaintain.Ops.mkString(", ")}; " +
+            "nothing of this batch was committed. Map the source's operation codes to these (e.g. Debezium " +
+            "c/u/r -> upsert, d -> delete) before maintain."
+        )
+      if (indexFamily >= 0) highest = Some(highest.fold(c.ordering)(math.max(_, c.ordering)))
+      val stored = if (first) null else store.get(1, c.key)
+      if (stored == null) {
+        if (atOrBelowFloor(c.ordering)) refusedLate += 1
+        else write(c, null)
+      } else if (AdjunctMaintain.orderingOf(stored) < c.ordering) write(c, stored)
+    }
+
+    private def write(c: Change, stored: Array[Byte]): Unit =
+      if (indexFamily < 0) store.put(1, c.key, c.value)
+      else {
+        if (stored != null && AdjunctMaintain.deletedOf(stored))
+          store.delete(indexFamily, TombstoneRetention.indexKey(AdjunctMaintain.orderingOf(stored), c.key))
+        if (!AdjunctMaintain.deletedOf(c.value)) store.put(1, c.key, c.value)
+        else if (atOrBelowFloor(c.ordering)) { store.delete(1, c.key); purged += 1 }
+        else {
+          store.put(1, c.key, c.value)
+          store.put(indexFamily, TombstoneRetention.indexKey(c.ordering, c.key), indexValue)
+        }
+      }
+
+    /** Deletes the tombstones at or below the floor, found by one range scan of the index family. */
+    def purge(): Unit = floor.foreach { f =>
+      val scan = store.scan(indexFamily, Array.emptyByteArray, TombstoneRetention.indexEnd(f).orNull)
+      val due =
+        try scan.map(_._1).toArray
+        finally scan.close()
+      due.foreach { entry =>
+        val key = TombstoneRetention.keyOfIndex(entry)
+        val stored = store.get(1, key)
+        // the index names tombstones only (kept so by write); a key stored otherwise keeps its row
+        if (stored != null && AdjunctMaintain.deletedOf(stored)) { store.delete(1, key); purged += 1 }
+        store.delete(indexFamily, entry)
+      }
+    }
+
+    /** Deletes every index entry (after a generation replaced the store's content). */
+    def dropIndex(): Unit = if (indexFamily >= 0) {
+      val scan = store.scan(indexFamily, Array.emptyByteArray, null)
+      val all =
+        try scan.map(_._1).toArray
+        finally scan.close()
+      all.foreach(store.delete(indexFamily, _))
+    }
   }
+
+  /** How a table with tombstone retention keeps them in a batch: `floor` from the record the batch builds on
+    * ([[TombstoneRetention.floor]]; None: nothing is purged or refused yet).
+    */
+  final case class Tombstones(floor: Option[Long])
 
   /** Sends the packed changes of partition p (the key) to task p. */
   private final class ById(n: Int) extends Partitioner {
