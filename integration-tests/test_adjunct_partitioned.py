@@ -14,7 +14,7 @@ from pyspark.errors import StreamingQueryException
 
 from lineagestore import adjunct, cli
 from lineagestore.adjunct import AdjunctTableError
-from lineagestore.testing.cli import hadoop_conf_args
+from lineagestore.testing.cli import hadoop_conf_args, run_cli
 from test_adjunct_tables import (
     CHANGE_SCHEMA,
     EVENT_SCHEMA,
@@ -102,6 +102,50 @@ def test_partitioned_maintain_and_enrich_streams_against_oracle(spark, tmp_path)
     # one replica per partition in this JVM, each at the latest version (it holds that partition's store)
     assert sorted(r["partition"] for r in report["replicas"]) == list(range(N)), report["replicas"]
     assert all(r["lag"] == 0 for r in report["replicas"]), report["replicas"]
+
+
+def test_inspect_shows_each_partitions_checkpoint_and_how_far_its_replicas_are_behind(spark, tmp_path):
+    """``inspect`` on a partitioned table: per partition, the store checkpoint the latest record names and the
+    lag of its replicas (table versions and the store's own), as of their last loads; a partition no lookup
+    has read says so."""
+    table = str(tmp_path / "table")
+    keys = list(range(30))
+
+    def commit(batch_id, seq):
+        rows = [(k, "upsert", seq, f"n{k}-{seq}", float(k)) for k in keys]
+        adjunct.maintain_batch(
+            spark.createDataFrame(rows, CHANGE_SCHEMA), batch_id, table, ["id"], "seq", partitions=N
+        )
+
+    def lookup(ks):
+        events = spark.createDataFrame([(k, k) for k in ks], EVENT_SCHEMA).repartition(N, "id")
+        return {r["id"]: r["name"] for r in adjunct.lookup(events, table).collect()}
+
+    commit(0, 1)
+    states = inspect_json(table)["partitionStates"]
+    assert [s["partition"] for s in states] == list(range(N))
+    assert all(s["replicas"] == 0 and s["maxLag"] is None and s["storeVersion"] == 1 for s in states), states
+    assert lookup(keys) == {k: f"n{k}-1" for k in keys}  # every partition's replica loads version 1
+    commit(1, 2)
+    commit(2, 3)
+    assert lookup([7]) == {7: "n7-3"}  # only key 7's partition's replica moves to version 3
+    report = inspect_json(table)
+    moved = {r["partition"] for r in report["replicas"] if r["lag"] == 0}
+    assert len(moved) == 1, report["replicas"]
+    states = {s["partition"]: s for s in report["partitionStates"]}
+    commits = {v["version"]: v for v in report["versions"]}
+    assert set(commits) == {1, 2, 3}
+    for p, s in states.items():
+        # every partition changed at every version: its store is at version 3, named by table version 3 only
+        assert (s["storeVersion"], s["since"], s["replicas"]) == (3, 3, 1), s
+        assert s["checkpoint"].startswith("3_"), s
+        assert (s["maxLag"], s["maxStoreLag"]) == ((0, 0) if p in moved else (2, 2)), (p, s)
+    result = run_cli(["inspect", table])
+    assert result.code == 0, result.err
+    text = " ".join(result.out.split())  # the page wraps long lines
+    assert "1 replica(s), all at the latest version" in text, text
+    assert "1 replica(s), the furthest 2 table version(s) (2 of its store's) behind" in text, text
+    assert "not known offline" in text, text
 
 
 def test_placement_is_sparks_shuffle_and_tasks_open_only_their_partition(spark, tmp_path):

@@ -15,7 +15,7 @@ import pytest
 from lineagestore import adjunct
 from lineagestore.adjunct import AdjunctTableError
 from test_adjunct_maintain_tasks import record, report
-from test_adjunct_tables import CHANGE_SCHEMA, as_table
+from test_adjunct_tables import CHANGE_SCHEMA, as_table, inspect_json
 
 RETENTION = 100
 
@@ -89,6 +89,12 @@ def test_tombstones_past_the_bound_are_purged_and_late_changes_below_it_refused(
     expected[12] = ("n12-b", 1.2)
     expected[78] = ("n78", 7.8)
     assert as_table(adjunct.read(spark, str(table)).collect()) == expected
+    # inspect shows the bound, the highest ordering (key 78's 500) and the next batch's floor
+    assert inspect_json(str(table))["tombstones"] == {
+        "retention": RETENTION,
+        "highestOrdering": 500,
+        "floor": 400,
+    }
     # the lookup agrees (partitioned: events placed like the table)
     events = spark.createDataFrame([(k, k) for k in [3, 4, 11, 12, 20, 77, 78]], "event INT, id INT")
     if partitions:

@@ -58,4 +58,39 @@ def render(t: dict, width: int | None = None) -> str:
             indent="  ",
             hanging="    ",
         )
+    if t.get("partitions", 1) > 1:
+        latest = vs[-1]["version"] if vs else 0
+        page.field(
+            "partitions", "the store checkpoint each holds at the latest version, and its replicas", 15
+        )
+        for ps in t.get("partitionStates") or []:
+            if not ps["checkpoint"]:
+                held = "empty (no version wrote a key of it)"
+            else:
+                held = f"store version {ps['storeVersion']} (named by table versions {ps['since']}..{latest})"
+            if ps["maxLag"] is None:
+                lag = "no replica has loaded it"
+            elif ps["maxLag"] == 0:
+                lag = f"{ps['replicas']} replica(s), all at the latest version"
+            else:
+                lag = (
+                    f"{ps['replicas']} replica(s), the furthest {ps['maxLag']} table version(s) "
+                    f"({ps['maxStoreLag']} of its store's) behind"
+                )
+            page.line(f"partition {ps['partition']:>3}  {held}; {lag}", indent="  ", hanging="    ")
+        page.line(
+            "(a replica's lag is as of its last load: it moves when a lookup asks for a newer version; "
+            "whether its executor still runs is not known offline)",
+            indent="  ",
+            hanging="    ",
+        )
+    ts = t.get("tombstones")
+    if ts:
+        floor = "none yet" if ts["floor"] is None else str(ts["floor"])
+        page.field(
+            "tombstones",
+            f"kept for {ts['retention']} ordering units; highest ordering {ts['highestOrdering']}, floor {floor} "
+            "(tombstones at or below it are purged, late changes at or below it refused)",
+            15,
+        )
     return page.text()

@@ -40,7 +40,29 @@ object AdjunctInspection {
     * behind the latest committed one when it last loaded (`mark.loadedAtMs` tells how old that is, so a
     * replica of a gone executor shows as an old marker, not as a live one).
     */
-  final case class ReplicaLag(mark: ReplicaMark, version: Long, lag: Long)
+  final case class ReplicaLag(mark: ReplicaMark, version: Long, lag: Long, storeLag: Long = 0)
+
+  /** Partition `partition` at the latest version: the store checkpoint its record names, the oldest kept
+    * version naming that same checkpoint (`since`: the partition has not changed since; None before any
+    * version), and the replicas of the partition with their lag (of a table of one store: its replicas). What
+    * is known offline is each replica's lag as of its last load (its marker): a replica moves only when a
+    * lookup asks for a newer version, and whether its executor still runs is not recorded.
+    */
+  final case class PartitionState(
+      partition: Int,
+      checkpoint: CheckpointId,
+      since: Option[Long],
+      replicas: Seq[ReplicaLag]
+  ) {
+
+    /** The most versions (of the table) any replica of the partition is behind; None: no replica marker. */
+    def maxLag: Option[Long] = replicas.map(_.lag).maxOption
+  }
+
+  /** A table's tombstone bound and, at the latest version, its highest ordering and the floor the next batch
+    * purges and refuses at ([[TombstoneRetention]]).
+    */
+  final case class TombstoneState(retention: Long, highestOrdering: Option[Long], floor: Option[Long])
 
   /** `uncommitted`: checkpoint files no record names, past the latest version (a maintain batch that did not
     * finish), named as in [[VersionFiles]].
@@ -53,7 +75,9 @@ object AdjunctInspection {
       versions: Seq[VersionFiles],
       sizes: StoreSizes,
       uncommitted: Seq[String],
-      replicas: Seq[ReplicaLag]
+      replicas: Seq[ReplicaLag],
+      partitionStates: Seq[PartitionState] = Nil,
+      tombstones: Option[TombstoneState] = None
   )
 
   private def open(root: Path, conf: Configuration) =
@@ -71,6 +95,30 @@ object AdjunctInspection {
     val latest = commits.lastOption.map(_.version).getOrElse(0L)
     val partitions = (0 until n).map(p => inspectPartition(uri, conf, p, commits))
     def total(field: PartitionFiles => Long) = partitions.map(field).sum
+    val latestCommit = commits.lastOption
+    val replicas = log.replicas().map { r =>
+      // a partition's replica holds a store checkpoint: it is current as of the newest version naming it
+      val version =
+        if (r.partition < 0) r.version
+        else
+          commits
+            .filter(_.storeCheckpoint(r.partition).version <= r.version)
+            .lastOption
+            .map(_.version)
+            .getOrElse(commits.headOption.fold(0L)(_.version - 1))
+      val storeLatest = latestCommit.fold(0L)(_.storeCheckpoint(math.max(r.partition, 0)).version)
+      ReplicaLag(r, version, latest - version, math.max(0L, storeLatest - r.version))
+    }
+    val partitionStates = (0 until n).map { p =>
+      val at = latestCommit.map(_.storeCheckpoint(p))
+      PartitionState(
+        p,
+        at.getOrElse(CheckpointId.Empty),
+        at.flatMap(id => commits.find(_.storeCheckpoint(p) == id).map(_.version)),
+        replicas.filter(r => r.mark.partition == (if (n == 1) -1 else p))
+      )
+    }
+    val retention = TombstoneRetention.of(meta, uri)
     TableInspection(
       table = uri,
       partitions = n,
@@ -96,17 +144,14 @@ object AdjunctInspection {
         total(_.sharedBytes)
       ),
       uncommitted = partitions.flatMap(_.uncommitted),
-      replicas = log.replicas().map { r =>
-        // a partition's replica holds a store checkpoint: it is current as of the newest version naming it
-        val version =
-          if (r.partition < 0) r.version
-          else
-            commits
-              .filter(_.storeCheckpoint(r.partition).version <= r.version)
-              .lastOption
-              .map(_.version)
-              .getOrElse(commits.headOption.fold(0L)(_.version - 1))
-        ReplicaLag(r, version, latest - version)
+      replicas = replicas,
+      partitionStates = partitionStates,
+      tombstones = retention.map { r =>
+        TombstoneState(
+          r,
+          latestCommit.flatMap(_.tombstones).flatMap(_.highestOrdering),
+          TombstoneRetention.floor(retention, latestCommit)
+        )
       }
     )
   }

@@ -99,8 +99,12 @@ object CheckpointTools {
     * "versions": [{"version", "uniqueId", "sourceBatchId", "files"}], "store": {"deltas", "deltaBytes",
     * "snapshots", "snapshotBytes", "sharedBlobs", "sharedBytes", "totalBytes"}, "uncommitted": [checkpoint
     * file names no record names, past the latest version], "replicas": [{"replica", "version", "uniqueId",
-    * "lag", "loadedAtMs", "bytesDownloaded", "deltasReplayed"}]}` (a partition's replica adds its
-    * `partition`; in a partitioned table `files` and `uncommitted` names start with `<partition>/`).
+    * "lag", "storeLag", "loadedAtMs", "bytesDownloaded", "deltasReplayed"}], "partitionStates":
+    * [{"partition", "checkpoint", "storeVersion", "since", "replicas", "maxLag", "maxStoreLag"}],
+    * "tombstones": null | {"retention", "highestOrdering", "floor"}}` (a partition's replica adds its
+    * `partition`; in a partitioned table `files` and `uncommitted` names start with `<partition>/`; `lag`
+    * counts table versions, `storeLag` the versions of the replica's store; `maxLag` is null for a partition
+    * no replica marker names).
     */
   def inspectAdjunctTable(uri: String): String =
     wrapAccess("read", uri, ToolEnv.hadoopConf)(
@@ -135,12 +139,32 @@ object CheckpointTools {
         "version" -> r.version,
         "uniqueId" -> r.mark.uniqueId,
         "lag" -> r.lag,
+        "storeLag" -> r.storeLag,
         "loadedAtMs" -> r.mark.loadedAtMs,
         "bytesDownloaded" -> r.mark.bytesDownloaded,
         "deltasReplayed" -> r.mark.deltasReplayed
       )
       if (r.mark.partition < 0) mark else Obj(mark.fields :+ ("partition" -> Num(r.mark.partition.toLong)))
-    })
+    }),
+    "partitionStates" -> arr(t.partitionStates.map { ps =>
+      obj(
+        "partition" -> ps.partition,
+        "checkpoint" -> (if (ps.checkpoint.isEmptyState) ""
+                         else s"${ps.checkpoint.version}_${ps.checkpoint.uniqueId}"),
+        "storeVersion" -> ps.checkpoint.version,
+        "since" -> ps.since.fold[Json](Null)(v => Num(v)),
+        "replicas" -> ps.replicas.size,
+        "maxLag" -> ps.maxLag.fold[Json](Null)(v => Num(v)),
+        "maxStoreLag" -> ps.replicas.map(_.storeLag).maxOption.fold[Json](Null)(v => Num(v))
+      )
+    }),
+    "tombstones" -> t.tombstones.fold[Json](Null) { ts =>
+      obj(
+        "retention" -> ts.retention,
+        "highestOrdering" -> ts.highestOrdering.fold[Json](Null)(v => Num(v)),
+        "floor" -> ts.floor.fold[Json](Null)(v => Num(v))
+      )
+    }
   )
 
   // ---- one store ---------------------------------------------------------------------------------------------

@@ -80,8 +80,16 @@ class AdjunctInspectionSuite extends AnyFunSuite with BeforeAndAfterEach {
     val report = CheckpointTools.inspectAdjunctTable(table)
     assert(
       report.contains(
-        "{\"replica\": \"2@127.0.0.3\", \"version\": 3, \"uniqueId\": \"u3\", \"lag\": 1, " +
+        "{\"replica\": \"2@127.0.0.3\", \"version\": 3, \"uniqueId\": \"u3\", \"lag\": 1, \"storeLag\": 1, " +
           "\"loadedAtMs\": 950, \"bytesDownloaded\": 0, \"deltasReplayed\": 3}"
+      ),
+      report
+    )
+    // the one partition of a table of one store: its checkpoint, and its replicas' furthest lag
+    assert(
+      report.contains(
+        "\"partitionStates\": [{\"partition\": 0, \"checkpoint\": \"4_u4\", \"storeVersion\": 4, " +
+          "\"since\": 4, \"replicas\": 2, \"maxLag\": 1, \"maxStoreLag\": 1}]"
       ),
       report
     )
