@@ -394,6 +394,44 @@ final class LocalRocksDb(
 
   def abort(): Unit = pending.clear()
 
+  /** A writer of sorted SST files for this RocksDB, in this RocksDB's own table format and compression,
+    * buffering and spilling its runs under `scratch` (see [[SortedRunWriter]]); its files go in by
+    * [[ingest]].
+    */
+  def sortedRunWriter(
+      scratch: File,
+      bufferBytes: Long = SortedRunWriter.DefaultBufferBytes
+  ): SortedRunWriter = new SortedRunWriter(scratch, options, bufferBytes)
+
+  /** Moves `files` (sorted, non-overlapping SSTs written with this RocksDB's options: [[sortedRunWriter]])
+    * into this RocksDB, which must hold nothing yet and have no batch in progress or in flight: they become
+    * its whole committed state, in the bottom level with sequence number 0. Global sequence numbers are
+    * refused, so a file RocksDB would have to renumber (this RocksDB not empty, files overlapping) fails the
+    * ingestion instead of being rewritten behind the caller's back.
+    */
+  def ingest(files: Seq[File]): Unit = {
+    settleInFlight(rethrow = true)
+    if (!pending.isEmpty)
+      throw new IllegalStateException(s"ingest into $dir with a batch in progress: commit or abort it first")
+    val it = db.newIterator(readOptions)
+    val empty =
+      try { it.seekToFirst(); !it.isValid }
+      finally it.close()
+    if (!empty)
+      throw new IllegalStateException(
+        s"ingest into $dir, which already holds state: ingested files are a fresh start's whole state"
+      )
+    if (files.nonEmpty) {
+      val ingest = new IngestExternalFileOptions()
+        .setMoveFiles(true)
+        .setAllowGlobalSeqNo(false)
+        .setAllowBlockingFlush(false)
+        .setSnapshotConsistency(false)
+      try db.ingestExternalFile(files.map(_.getAbsolutePath).asJava, ingest)
+      finally ingest.close()
+    }
+  }
+
   /** Freezes the current committed state into `target` as a RocksDB checkpoint (hard links to the immutable
     * SST files plus copies of the small files), waiting for the batch in flight first. A commit's own freeze
     * runs on the apply thread instead ([[commitAndCheckpointInBackground]]).

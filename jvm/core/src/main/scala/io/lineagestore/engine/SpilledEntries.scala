@@ -1,7 +1,6 @@
 package io.lineagestore.engine
 
 import java.io.File
-import java.nio.ByteBuffer
 import java.nio.file.Files
 import java.util.concurrent.locks.ReentrantReadWriteLock
 
@@ -10,10 +9,10 @@ import scala.collection.mutable
 import org.rocksdb._
 
 /** The entries a batch in progress moved out of memory (see [[PendingWrites]], "spill"): sorted runs, each
-  * written as one SST by `SstFileWriter` and ingested into a RocksDB of the batch's own in `dir`, where a
-  * later run shadows an earlier one's entry of the same key (ingestion gives each run a newer sequence
-  * number). Never the store's RocksDB: uncommitted changes reach committed state only when the batch is
-  * applied, which reads them back from here ([[foreach]]).
+  * written as one SST by `SstFileWriter` ([[SstRunFile]]) and ingested into a RocksDB of the batch's own in
+  * `dir`, where a later run shadows an earlier one's entry of the same key (ingestion gives each run a newer
+  * sequence number). Never the store's RocksDB: uncommitted changes reach committed state only when the batch
+  * is applied, which reads them back from here ([[foreach]]).
   *
   * Each entry is what the batch holds for its key, behind a tag byte: a value ([[ValueTag]]), a delete
   * ([[DeletedTag]]), or changes kept one by one ([[ChangesTag]], encoded by the writer). A delete is a value
@@ -60,8 +59,6 @@ final class SpilledEntries(val dir: File) extends AutoCloseable {
         LocalFiles.deleteRecursively(dir)
         throw e
     }
-  private var keyBuffer = ByteBuffer.allocateDirect(256)
-  private var valueBuffer = ByteBuffer.allocateDirect(4096)
 
   /** Runs written so far. */
   def runCount: Int = runs
@@ -78,15 +75,11 @@ final class SpilledEntries(val dir: File) extends AutoCloseable {
   def writeRun(expectedKeys: Int)(fill: RunWriter => Unit): Unit = {
     val filter = new KeyFilter(expectedKeys)
     val file = new File(runsDir, s"run-$runs.sst")
-    val envOptions = new EnvOptions()
-    val writer = new SstFileWriter(envOptions, options)
-    var written = 0L
+    val writer = new SstRunFile(file, options)
     try {
-      writer.open(file.getAbsolutePath)
       def entry(key: Array[Byte], tag: Byte, from: Array[Byte], offset: Int, length: Int): Unit = {
-        add(writer, key, tag, from, offset, length)
+        writer.put(key, tag, from, offset, length)
         filter.add(key)
-        written += 1
       }
       fill(new RunWriter {
         def put(key: Array[Byte], from: Array[Byte], offset: Int, length: Int): Unit =
@@ -95,9 +88,9 @@ final class SpilledEntries(val dir: File) extends AutoCloseable {
         def changes(key: Array[Byte], encoded: Array[Byte]): Unit =
           entry(key, ChangesTag, encoded, 0, encoded.length)
       })
+      val written = writer.entries
       if (written > 0) {
-        writer.finish()
-        fileBytes += file.length()
+        fileBytes += writer.finish()
         val ingest = new IngestExternalFileOptions().setMoveFiles(true)
         try
           withWriteLock {
@@ -110,26 +103,8 @@ final class SpilledEntries(val dir: File) extends AutoCloseable {
       }
     } finally {
       writer.close()
-      envOptions.close()
       file.delete() // moved into the RocksDB when ingested; left only by a run that failed
     }
-  }
-
-  private def add(
-      writer: SstFileWriter,
-      key: Array[Byte],
-      tag: Byte,
-      from: Array[Byte],
-      offset: Int,
-      length: Int
-  ): Unit = {
-    if (keyBuffer.capacity < key.length) keyBuffer = ByteBuffer.allocateDirect(key.length * 2)
-    if (valueBuffer.capacity < length + 1) valueBuffer = ByteBuffer.allocateDirect((length + 1) * 2)
-    keyBuffer.clear(); keyBuffer.put(key).flip()
-    valueBuffer.clear(); valueBuffer.put(tag)
-    if (from != null) valueBuffer.put(from, offset, length)
-    valueBuffer.flip()
-    writer.put(keyBuffer, valueBuffer)
   }
 
   /** The key's spilled entry, tagged (null: none, or this batch is closed). */
