@@ -100,6 +100,12 @@ final class LocalDirectories(
     }
   }
 
+  /** Whether the store at `location` has its own directory here with a clean-close record: its next provider
+    * here resumes from it, so a standby of it here would only double its disk.
+    */
+  def resumable(location: String): Boolean =
+    new File(new File(storesDir, LocalDirectories.keyOf(location)), CleanCloseRecord.FileName).exists()
+
   /** Bytes every standby copy of this executor holds (the bound `standbyMaxBytes` applies to). */
   def standbyBytes: Long = StandbyCopy.sizeOf(standbyDir)
 

@@ -33,6 +33,17 @@ object StandbyPlan {
   def holds(self: String, executors: Set[String], owner: Option[String], replicas: Int, storeKey: String) =
     replicas != 0 && holders(executors + self, owner, replicas, storeKey).contains(self)
 
+  /** Whether executor `self` follows the store `storeKey` when it does not know the store's owner (an
+    * executor knows only whether a provider of the store is open on itself, `ownedHere`; the driver's
+    * coordinator knows where the store is): the `replicas` + 1 heaviest executors follow, but the owner. So a
+    * store has `replicas` standbys when its owner is among them, one more when it is not, and never fewer.
+    */
+  def follows(self: String, executors: Set[String], ownedHere: Boolean, replicas: Int, storeKey: String) =
+    replicas != 0 && !ownedHere && {
+      val n = if (replicas == EveryExecutor) EveryExecutor else replicas + 1
+      holders(executors + self, None, n, storeKey).contains(self)
+    }
+
   private def weight(storeKey: String, executor: String): Long = {
     val d = MessageDigest.getInstance("SHA-256").digest(s"$storeKey\u0000$executor".getBytes(UTF_8))
     d.take(8).foldLeft(0L)((acc, b) => (acc << 8) | (b & 0xffL))

@@ -67,6 +67,26 @@ class StandbyPlanSuite extends AnyFunSuite {
     assert(!StandbyPlan.holds(h, executors, Some("exec-1"), 0, key))
   }
 
+  test(
+    "follows, the owner unknown: replicas + 1 heaviest follow but the owner, so never fewer than replicas"
+  ) {
+    stores.foreach { key =>
+      val ranked = StandbyPlan.holders(executors, None, -1, key)
+      (1 to 3).foreach { n =>
+        val followers = executors.filter(e => StandbyPlan.follows(e, executors, ownedHere = false, n, key))
+        assert(followers == ranked.take(n + 1).toSet)
+        // whichever executor owns the store, the others among them keep at least n standbys
+        executors.foreach { owner =>
+          val standbys = executors.filter(e => e != owner && StandbyPlan.follows(e, executors, false, n, key))
+          assert(standbys.size >= n, (key, owner, n))
+        }
+      }
+      assert(executors.forall(e => StandbyPlan.follows(e, executors, false, -1, key)))
+      assert(!executors.exists(e => StandbyPlan.follows(e, executors, true, -1, key)))
+      assert(!executors.exists(e => StandbyPlan.follows(e, executors, false, 0, key)))
+    }
+  }
+
   private val store = StoreIdentity(0, 3, "default")
   // identities as an index holds them: an SST's RocksDB ID (`sst-` and 64 hex digits), a content SHA-256
   private def idOf(tag: String) = "sst-" + (tag * 64).take(64)
