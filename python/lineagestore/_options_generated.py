@@ -154,6 +154,36 @@ SPECS: tuple[OptionSpec, ...] = (
         allowed="one of lz4, snappy, zstd, none",
         choices=("lz4", "snappy", "zstd", "none"),
     ),
+    OptionSpec(
+        field="standby_replicas",
+        name="standbyReplicas",
+        kind="int",
+        default=0,
+        min=-1,
+        max=16,
+        allowed="an integer between -1 and 16",
+        choices=(),
+    ),
+    OptionSpec(
+        field="standby_threads",
+        name="standbyThreads",
+        kind="int",
+        default=2,
+        min=1,
+        max=64,
+        allowed="an integer between 1 and 64",
+        choices=(),
+    ),
+    OptionSpec(
+        field="standby_max_bytes",
+        name="standbyMaxBytes",
+        kind="size",
+        default=8589934592,
+        min=0,
+        max=None,
+        allowed="a byte count (an integer of bytes, or with a suffix as in Spark's byte settings: b, k or kb, m or mb, g or gb, t or tb, p or pb; powers of 1024) of at least 0",
+        choices=(),
+    ),
 )
 
 
@@ -285,6 +315,32 @@ class LineageOptions:
     compaction) or none. Files written under another choice stay readable; a change applies to the files
     written after it. Key ``spark.sql.streaming.stateStore.lineagestore.sstCompression``; one of lz4, snappy,
     zstd, none; default ``lz4``.
+    """
+
+    standby_replicas: int = 0
+    """Standby copies of each store kept on other executors, so that a store's load after its executor is lost
+    starts from local files instead of a download: each standby holds the files of the newest snapshot on the
+    store's committed lineage, fetched in the background (only the files it lacks, by content identity), and a
+    load on its executor checks them against the committed checkpoint's index as any restore does (a standby
+    never changes what is loaded, only what is downloaded). 0: none; -1: one on every executor other than the
+    store's own (docs/architecture.md, standby copies). Key
+    ``spark.sql.streaming.stateStore.lineagestore.standbyReplicas``; an integer between -1 and 16; default
+    ``0``.
+    """
+
+    standby_threads: int = 2
+    """Threads of the executor-wide pool standby copies poll storage and fetch files on (one pool per executor
+    JVM, apart from transferThreads, so a store's own restore never waits for a standby's fetch). Key
+    ``spark.sql.streaming.stateStore.lineagestore.standbyThreads``; an integer between 1 and 64; default
+    ``2``.
+    """
+
+    standby_max_bytes: int | str = 8589934592
+    """Local disk all standby copies of one executor may hold together: a standby whose snapshot would take them
+    past it is not fetched (and counted as skipped). Accepts Spark's byte forms (64m, 64mb, 1g). Key
+    ``spark.sql.streaming.stateStore.lineagestore.standbyMaxBytes``; a byte count (an integer of bytes, or
+    with a suffix as in Spark's byte settings: b, k or kb, m or mb, g or gb, t or tb, p or pb; powers of 1024)
+    of at least 0; default ``8589934592``.
     """
 
     def __post_init__(self) -> None:

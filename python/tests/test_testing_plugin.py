@@ -84,7 +84,7 @@ def test_fault_steps_are_the_jvm_crash_points():
         / "jvm/core/src/main/scala/io/lineagestore/store/StoreSettings.scala"
     ).read_text()
     declared = re.findall(r'Step\("([a-z.-]+)"\)', scala)
-    assert tuple(declared) == faults.ALL_STEPS + faults.ADJUNCT_STEPS
+    assert tuple(declared) == faults.ALL_STEPS + faults.ADJUNCT_STEPS + faults.STANDBY_STEPS
     groups = (
         faults.COMMIT_STEPS
         + faults.SNAPSHOT_STEPS

@@ -30,7 +30,7 @@ Failures inside the provider (a JVM hook for tests, ``io.lineagestore.store.Inje
 
 * ``fail_once_at(spark, step, marker_dir)``: a context manager; queries started inside it fail the first
   time any store reaches ``step`` (``COMMIT_STEPS``, ``SNAPSHOT_STEPS``, ``CLEANUP_STEPS``, ``RESTORE_STEPS``;
-  ``ALL_STEPS``), or an adjunct maintain does (``ADJUNCT_STEPS``), once per
+  ``ALL_STEPS``), or an adjunct maintain does (``ADJUNCT_STEPS``), or a standby copy (``STANDBY_STEPS``), once per
   ``marker_dir``;
 * ``fail_commit_once(spark, marker_dir)`` and ``fail_snapshot_upload_once(spark, marker_dir)``: the usual
   two.
@@ -64,6 +64,9 @@ ALL_STEPS = COMMIT_STEPS + SNAPSHOT_STEPS + CLEANUP_STEPS + RESTORE_STEPS + CATC
 # io.lineagestore.store.CrashPoints.AdjunctMaintain: an adjunct table's maintain (a task after committing its
 # partition's checkpoint; the driver before the table record), kept apart from the steps every store reaches
 ADJUNCT_STEPS = ("adjunct.after-partition-commit", "adjunct.before-record")
+# io.lineagestore.store.CrashPoints.Standby: a standby copy's refresh (files restored, record not written),
+# reached only on an executor that holds standbys (standbyReplicas)
+STANDBY_STEPS = ("standby.after-files",)
 
 _V2 = re.compile(r"^(\d+)_([A-Za-z0-9-]{1,64})\.(delta|zip)$")
 
@@ -268,9 +271,10 @@ def fail_once_at(spark: Any, step: str | tuple[str, ...], marker_dir: str | os.P
     loads a store when it rebuilds its local directory (e.g. a restart on a fresh one).
     """
     steps = (step,) if isinstance(step, str) else tuple(step)
-    unknown = [s for s in steps if s not in ALL_STEPS + ADJUNCT_STEPS]
+    known = ALL_STEPS + ADJUNCT_STEPS + STANDBY_STEPS
+    unknown = [s for s in steps if s not in known]
     if unknown:
-        raise ValueError(f"unknown step(s) {unknown}; steps: {ALL_STEPS + ADJUNCT_STEPS}")
+        raise ValueError(f"unknown step(s) {unknown}; steps: {known}")
     marker = Path(marker_dir)
     marker.mkdir(parents=True, exist_ok=True)
     spark.conf.set(FAIL_ONCE_AT, ",".join(steps))

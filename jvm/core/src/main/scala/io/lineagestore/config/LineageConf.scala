@@ -332,6 +332,34 @@ object LineageConf {
     ConfKind.Choice(Seq("lz4", "snappy", "zstd", "none"))
   )
 
+  val StandbyReplicas: ConfEntry[Int] = int(
+    "standbyReplicas",
+    0,
+    "Standby copies of each store kept on other executors, so that a store's load after its executor is lost " +
+      "starts from local files instead of a download: each standby holds the files of the newest snapshot on " +
+      "the store's committed lineage, fetched in the background (only the files it lacks, by content " +
+      "identity), and a load on its executor checks them against the committed checkpoint's index as any " +
+      "restore does (a standby never changes what is loaded, only what is downloaded). 0: none; -1: one on " +
+      "every executor other than the store's own (docs/architecture.md, standby copies).",
+    min = -1,
+    max = 16
+  )
+  val StandbyThreads: ConfEntry[Int] = int(
+    "standbyThreads",
+    2,
+    "Threads of the executor-wide pool standby copies poll storage and fetch files on (one pool per executor " +
+      "JVM, apart from transferThreads, so a store's own restore never waits for a standby's fetch).",
+    min = 1,
+    max = 64
+  )
+  val StandbyMaxBytes: ConfEntry[Long] = size(
+    "standbyMaxBytes",
+    8L << 30,
+    "Local disk all standby copies of one executor may hold together: a standby whose snapshot would take " +
+      "them past it is not fetched (and counted as skipped). Accepts Spark's byte forms (64m, 64mb, 1g).",
+    min = 0
+  )
+
   val All: Seq[ConfEntry[_]] = Seq(
     MaxSnapshotLagDeltas,
     CloseUploadTimeoutMs,
@@ -346,7 +374,10 @@ object LineageConf {
     OrphanSweepEveryCleanups,
     MemoryBytes,
     WriteBufferBytes,
-    SstCompression
+    SstCompression,
+    StandbyReplicas,
+    StandbyThreads,
+    StandbyMaxBytes
   )
 
   /** Checks every lineagestore key in `confs`; fails on the first bad value or on an unknown key. The one

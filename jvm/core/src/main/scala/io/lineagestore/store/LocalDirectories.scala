@@ -21,9 +21,12 @@ import io.lineagestore.config.LineageConf
   *   │   ├── <key>/            one store: db/ (RocksDB) and frozen/ (checkpoints awaiting upload);
   *   │   │   └── STORE         the store's checkpoint location, for people looking at the disk
   *   │   └── <key>.lock        OS file lock, held while a provider uses <key>/; never deleted
-  *   └── private/
-  *       ├── <uuid>/           a store whose directory was busy (or retention 0); deleted on release
-  *       └── <uuid>.lock       held while in use; a free lock means its process died
+  *   ├── private/
+  *   │   ├── <uuid>/           a store whose directory was busy (or retention 0); deleted on release
+  *   │   └── <uuid>.lock       held while in use; a free lock means its process died
+  *   └── standby/
+  *       ├── <key>/            a standby copy of the store <key> (StandbyCopy): db/ and its STANDBY record
+  *       └── <key>.lock        held while the follower fetches into it, and by a takeover; never deleted
   * }}}
   * `<key>` is derived from the store's checkpoint location (SHA-256, 32 hex digits).
   *
@@ -32,6 +35,12 @@ import io.lineagestore.config.LineageConf
   * files are never deleted, so two processes can never lock two different files for one directory. Nothing
   * here is trusted for correctness: a reused directory only saves downloads, its files are checked by content
   * before use.
+  *
+  * A standby copy is taken over by the next [[acquire]] of its store's own directory (under both locks: the
+  * store's, then the standby's, never the other order): when that directory holds no clean-close record (so
+  * its next load restores a snapshot anyway), its `db/` is replaced by the standby's in one rename (same
+  * filesystem), and the standby is gone. A standby being fetched (its lock held) is left alone: the acquire
+  * never waits for a fetch.
   */
 final class LocalDirectories(
     val base: File,
@@ -41,6 +50,7 @@ final class LocalDirectories(
   private val root = new File(base, "lineagestore")
   private val storesDir = new File(root, "stores")
   private val privateDir = new File(root, "private")
+  private val standbyDir = new File(root, "standby")
 
   /** The directory for the store at `location`: its own if free, else a private one. */
   def acquire(location: String): LocalLease = {
@@ -52,7 +62,10 @@ final class LocalDirectories(
         val dir = new File(storesDir, key)
         Files.createDirectories(dir.toPath)
         Files.writeString(new File(dir, "STORE").toPath, location + "\n", StandardCharsets.UTF_8)
-        new LocalLease(dir, reused = true, release = () => { touch(dir); unlock(lock) })
+        val standby =
+          try takeOverStandby(key, dir)
+          catch { case NonFatal(e) => unlock(lock); throw e }
+        new LocalLease(dir, reused = true, release = () => { touch(dir); unlock(lock) }, standby)
       case None =>
         Files.createDirectories(privateDir.toPath)
         val id = UUID.randomUUID().toString
@@ -71,6 +84,51 @@ final class LocalDirectories(
           }
         )
     }
+  }
+
+  /** The standby copy of the store at `location`, if its lock is free (None: a fetch or a takeover holds it),
+    * until [[StandbyLease.release]].
+    */
+  def acquireStandby(location: String): Option[StandbyLease] = {
+    val key = LocalDirectories.keyOf(location)
+    Files.createDirectories(standbyDir.toPath)
+    tryLock(new File(standbyDir, s"$key.lock")).map { lock =>
+      val dir = new File(standbyDir, key)
+      Files.createDirectories(dir.toPath)
+      Files.writeString(new File(dir, "STORE").toPath, location + "\n", StandardCharsets.UTF_8)
+      new StandbyLease(dir, () => { touch(dir); unlock(lock) })
+    }
+  }
+
+  /** Whether the store at `location` has its own directory here with a clean-close record: its next provider
+    * here resumes from it, so a standby of it here would only double its disk.
+    */
+  def resumable(location: String): Boolean =
+    new File(new File(storesDir, LocalDirectories.keyOf(location)), CleanCloseRecord.FileName).exists()
+
+  /** Bytes every standby copy of this executor holds (the bound `standbyMaxBytes` applies to). */
+  def standbyBytes: Long = StandbyCopy.sizeOf(standbyDir)
+
+  /** Takes the standby copy of store `key` into `storeDir` (whose lock the caller holds), as the class says.
+    */
+  private def takeOverStandby(key: String, storeDir: File): Option[StandbyTaken] = {
+    val dir = new File(standbyDir, key)
+    val standbyDb = new File(dir, StandbyCopy.DbDir)
+    if (!standbyDb.isDirectory || new File(storeDir, CleanCloseRecord.FileName).exists()) None
+    else
+      withLock(new File(standbyDir, s"$key.lock")) {
+        if (!standbyDb.isDirectory) None
+        else {
+          val reached = StandbyCopy.readRecord(dir)
+          val bytes = StandbyCopy.sizeOf(standbyDb)
+          val db = new File(storeDir, StandbyCopy.DbDir)
+          LocalDirectories.deleteRecursively(db)
+          Files.move(standbyDb.toPath, db.toPath, java.nio.file.StandardCopyOption.ATOMIC_MOVE)
+          // the copy is the store's now: nothing of it stays behind to be taken, fetched into or counted
+          LocalDirectories.deleteRecursively(dir)
+          Some(StandbyTaken(reached, bytes))
+        }
+      }.flatten
   }
 
   /** Deletes store directories unused for longer than the retention (and not in use), and private directories
@@ -97,7 +155,17 @@ final class LocalDirectories(
         dir
       }
     }
-    idleStores ++ deadPrivate
+    // a standby is refreshed (touched) at every fetch of its follower; one idle past the retention belongs
+    // to a query that stopped or moved on
+    val idleStandbys = unlockedDirs(standbyDir).flatMap { case (dir, lockFile) =>
+      withLock(lockFile) {
+        if (retentionMs <= 0 || now - dir.lastModified() > retentionMs) {
+          LocalDirectories.deleteRecursively(dir)
+          Some(dir)
+        } else None
+      }.flatten
+    }
+    idleStores ++ deadPrivate ++ idleStandbys
   }
 
   private def withLock[T](lockFile: File)(body: => T): Option[T] =
@@ -123,8 +191,26 @@ final class LocalDirectories(
   }
 }
 
-/** A store's local directory, until [[release]]. `reused`: the directory outlives this lease. */
-final class LocalLease(val dir: File, val reused: Boolean, release: () => Unit) {
+/** A store's local directory, until [[release]]. `reused`: the directory outlives this lease. `standby`: the
+  * standby copy the directory's `db/` was taken over from, if it was.
+  */
+final class LocalLease(
+    val dir: File,
+    val reused: Boolean,
+    release: () => Unit,
+    val standby: Option[StandbyTaken] = None
+) {
+  private var released = false
+  def release(): Unit = synchronized { if (!released) { released = true; release.apply() } }
+}
+
+/** A standby copy taken over by a store's directory: the snapshot its record named (None: it was incomplete)
+  * and the bytes it held.
+  */
+final case class StandbyTaken(reached: Option[io.lineagestore.lineage.CheckpointId], bytes: Long)
+
+/** A standby copy's directory, locked until [[release]] (see [[LocalDirectories.acquireStandby]]). */
+final class StandbyLease(val dir: File, release: () => Unit) {
   private var released = false
   def release(): Unit = synchronized { if (!released) { released = true; release.apply() } }
 }

@@ -103,6 +103,7 @@ object CrashPoints {
   // a store closing with frozen snapshots: before and after their upload
   val CloseBeforeUpload: Step = Step("close.before-upload")
   val CloseAfterUpload: Step = Step("close.after-upload")
+
   val All: Seq[Step] = Seq(
     CommitBeforeDelta,
     CommitAfterDelta,
@@ -130,8 +131,15 @@ object CrashPoints {
   val AdjunctBeforeRecord: Step = Step("adjunct.before-record")
   val AdjunctMaintain: Seq[Step] = Seq(AdjunctAfterPartitionCommit, AdjunctBeforeRecord)
 
+  /** The steps of a standby copy (StandbyCopy, the follower), kept apart from [[All]] as the adjunct's are:
+    * only an executor holding standbys reaches them. A refresh's files are in place (restored and checked),
+    * its record not written yet.
+    */
+  val StandbyAfterFiles: Step = Step("standby.after-files")
+  val Standby: Seq[Step] = Seq(StandbyAfterFiles)
+
   /** Every step a test may name. */
-  val Known: Seq[Step] = All ++ AdjunctMaintain
+  val Known: Seq[Step] = All ++ AdjunctMaintain ++ Standby
 
   val None: CrashPoints = (_: Step) => ()
 }

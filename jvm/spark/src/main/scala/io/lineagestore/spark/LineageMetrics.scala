@@ -3,7 +3,7 @@ package io.lineagestore.spark
 import org.apache.spark.sql.execution.streaming.state._
 import org.apache.spark.sql.execution.streaming.state.lineagestore.SnapshotLagInstanceMetric
 
-import io.lineagestore.store.LineageStore
+import io.lineagestore.store.{LineageStore, StandbyTaken}
 
 /** Custom metrics reported in StreamingQueryProgress (stateOperators[].customMetrics): summed over an
   * operator's stores. One instance metric, the snapshot lag of each store, names the worst stores there too.
@@ -49,6 +49,19 @@ private[spark] object LineageMetrics {
     "lineagestoreSpilledBytes",
     "bytes the last commit's batch spilled to local disk past maxPendingBytes (read back when it was applied)"
   )
+  val LoadsFromStandby = sum(
+    "lineagestoreLoadsFromStandby",
+    "stores whose local directory was taken over from a standby copy on their executor (standbyReplicas)"
+  )
+  val StandbyBytesTaken =
+    sum(
+      "lineagestoreStandbyBytesTaken",
+      "bytes of the standby copies those stores' directories were taken from"
+    )
+  val StandbyBytesFetched = sum(
+    "lineagestoreStandbyBytesFetched",
+    "bytes the executors' standby copies fetched from the blob store since the previous report"
+  )
   val LoadMs = timing("lineagestoreLoadMs", "time to load the version a batch started from")
   val CommitMs = timing(
     "lineagestoreCommitMs",
@@ -90,6 +103,9 @@ private[spark] object LineageMetrics {
     StreamedDeltasGivenUp,
     DeltaBytes,
     SpilledBytes,
+    LoadsFromStandby,
+    StandbyBytesTaken,
+    StandbyBytesFetched,
     LoadMs,
     CommitMs,
     CommitDeltaMs,
@@ -99,7 +115,7 @@ private[spark] object LineageMetrics {
 
   val instance: Seq[StateStoreInstanceMetric] = Seq(SnapshotLagInstanceMetric())
 
-  def of(store: LineageStore, id: StateStoreId): StateStoreMetrics = {
+  def of(store: LineageStore, id: StateStoreId, standby: Option[StandbyTaken] = None): StateStoreMetrics = {
     val c = store.counters
     val counts = store.columnFamilies.counts
     val userKeys = counts.filter { case (name, _) => !name.startsWith("$") }.values.sum
@@ -122,6 +138,9 @@ private[spark] object LineageMetrics {
       StreamedDeltasGivenUp -> c.streamedDeltasGivenUp.get,
       DeltaBytes -> c.lastDeltaBytes.get,
       SpilledBytes -> c.lastSpilledBytes.get,
+      LoadsFromStandby -> standby.size.toLong,
+      StandbyBytesTaken -> standby.map(_.bytes).getOrElse(0L),
+      StandbyBytesFetched -> StandbyFollowers.running.map(_.takeUnreportedBytes()).getOrElse(0L),
       LoadMs -> c.lastLoadMs.get,
       CommitMs -> c.lastCommitMs.get,
       CommitDeltaMs -> c.lastCommitDeltaMs.get,

@@ -24,6 +24,7 @@ import io.lineagestore.snapshot.RangedDownload
 import io.lineagestore.storage.HadoopBlobStore
 import io.lineagestore.store.{
   CheckpointFiles,
+  FollowedOperator,
   InjectedFaults,
   LineageStore,
   LocalDirectories,
@@ -87,8 +88,22 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
 
     val localDirs = LocalDirectories.configured(confs)
     LineageStateStoreProvider.evictIdleAtMostEveryMinute(localDirs)
-    localLease = localDirs.acquire(stateStoreId.storeCheckpointLocation().toString)
+    val location = stateStoreId.storeCheckpointLocation().toString
+    localLease = localDirs.acquire(location)
     localRoot = localLease.dir
+    localLease.standby.foreach { taken =>
+      logInfo(
+        s"lineagestore $storeId starts from a standby copy on this executor (${taken.bytes} bytes, snapshot " +
+          s"${taken.reached.getOrElse("incomplete")}); its load checks it against the committed checkpoint"
+      )
+    }
+    if (LineageConf.StandbyReplicas.from(confs) != 0) {
+      val follower = StandbyFollowers.get(confs, hadoopConf, storeConfs.maintenanceInterval, localDirs)
+      follower.owned(location)
+      follower.follow(
+        FollowedOperator(stateStoreId.checkpointRootLocation, stateStoreId.operatorId, stateStoreId.storeName)
+      )
+    }
     // one executor-wide pool for every store's transfers (its size is the first store's setting)
     transferPool = SharedTransferPool(LineageConf.TransferThreads.from(confs))
     val blobs = new HadoopBlobStore(
@@ -387,13 +402,16 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
     // the local RocksDB copy is a cache of the blob store, kept for the next provider of this store (a
     // restarted query) unless retention is 0 or another provider had the directory
     if (localLease != null) localLease.release()
+    if (storeId != null)
+      StandbyFollowers.running.foreach(_.released(storeId.storeCheckpointLocation().toString))
   }
 
   override def supportedCustomMetrics: Seq[StateStoreCustomMetric] = LineageMetrics.all
 
   override def supportedInstanceMetrics: Seq[StateStoreInstanceMetric] = LineageMetrics.instance
 
-  private[spark] def metricsOf(s: LineageStateStore): StateStoreMetrics = LineageMetrics.of(store, storeId)
+  private[spark] def metricsOf(s: LineageStateStore): StateStoreMetrics =
+    LineageMetrics.of(store, storeId, localLease.standby)
 
   /** A family removed (or created anew) must not keep the encoders of its old schema. */
   private[spark] def forgetColumnFamily(name: String): Unit = encoders.remove(name)

@@ -82,6 +82,15 @@ object SparkInternals {
   /** Tells the driver's coordinator this store committed `version` (Spark 4.3's commit validation). */
   def reportCommit(version: Long, id: StateStoreId, hadoopConf: org.apache.hadoop.conf.Configuration): Unit =
     StateStore.reportCommitToCoordinator(version, id, hadoopConf)
+
+  /** The executors the driver's block manager knows now (this one's peers, the driver excluded) and this one,
+    * by executor ID: the membership standby copies are placed over (`BlockManagerMaster` is Spark's).
+    */
+  def executorIds(): Set[String] = {
+    val env = org.apache.spark.SparkEnv.get
+    val bm = env.blockManager
+    (bm.master.getPeers(bm.blockManagerId).map(_.executorId) :+ env.executorId).toSet
+  }
 }
 
 /** Thin shim: Spark's change-feed record shape (RecordType values inside Spark's NextIterator). */

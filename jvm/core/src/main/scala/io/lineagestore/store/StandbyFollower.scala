@@ -1,0 +1,186 @@
+package io.lineagestore.store
+
+import java.util.concurrent.ExecutorService
+import java.util.concurrent.atomic.AtomicLong
+
+import scala.util.control.NonFatal
+
+import io.lineagestore.format.StoreIdentity
+import io.lineagestore.lineage.CheckpointId
+import io.lineagestore.storage.BlobStore
+
+/** An operator's stores a standby follower keeps copies of: the query's state root (Spark's
+  * `checkpointRootLocation`), the operator and the store name, as the executor's own providers learn them.
+  */
+final case class FollowedOperator(stateRoot: String, operatorId: Long, storeName: String)
+
+/** One store a follower may copy: its location (Spark's `storeCheckpointLocation`) and identity. */
+final case class FollowedStore(location: String, identity: StoreIdentity)
+
+/** What a follower needs of the cluster and of storage, passed in (the glue implements it with Spark and
+  * Hadoop; the suites with a fixed set and a local filesystem).
+  */
+trait StandbySource {
+
+  /** This executor's ID. */
+  def self: String
+
+  /** The executors alive now, this one included. */
+  def executors(): Set[String]
+
+  /** The stores of `op` on storage now (its partitions' directories). */
+  def stores(op: FollowedOperator): Seq[FollowedStore]
+
+  /** The blob store at `store.location`. */
+  def blobsOf(store: FollowedStore): BlobStore
+}
+
+/** Keeps this executor's standby copies ([[StandbyCopy]]) following their stores' lineages, with no task on
+  * the executor: each poll lists the stores of every followed operator, and for each store this executor
+  * follows ([[StandbyPlan.follows]]; not one whose own directory here resumes, closed cleanly) lists the
+  * store's directory and refreshes its copy to the newest snapshot found there. Refreshes run one after
+  * another on the polling thread (one per executor), their file transfers on `pool` (`standbyThreads`,
+  * executor-wide, apart from the stores' transfer pool, so a store's own restore never queues behind a
+  * standby; no task on `pool` waits for another there). A failing store backs off
+  * ([[StandbyPlan.nextPollMs]]).
+  *
+  * The newest snapshot on storage may be of an attempt Spark never committed (a retried or speculative task
+  * that uploaded one); a copy of it only saves less. The lineage decides what a load loads: a copy is checked
+  * by content when a load takes it over, never trusted ([[StandbyCopy]]).
+  *
+  * Threads: [[follow]], [[owned]] and [[released]] are called by task threads, [[poll]] by the follower's
+  * scheduler (or a test); what they share (followed operators, owned stores, per-store state) is guarded by
+  * this object's monitor and only read or replaced under it; the counters are atomics.
+  */
+final class StandbyFollower(
+    dirs: LocalDirectories,
+    source: StandbySource,
+    replicas: Int,
+    maxBytes: Long,
+    pollMs: Long,
+    pool: ExecutorService,
+    crash: CrashPoints = CrashPoints.None,
+    clock: () => Long = () => System.currentTimeMillis()
+) {
+  import StandbyFollower._
+
+  private var operators = Map.empty[FollowedOperator, Long] // -> last time a provider named it
+  private var ownedHere = Set.empty[String] // locations with a provider open on this executor
+  private var states = Map.empty[String, StoreState] // by location
+
+  val bytesFetched = new AtomicLong
+  val refreshes = new AtomicLong
+  val failures = new AtomicLong
+  val skippedTooLarge = new AtomicLong
+  private val unreportedBytes = new AtomicLong
+
+  /** A provider on this executor opened a store of `op`: follow the operator's other stores. */
+  def follow(op: FollowedOperator): Unit = synchronized { operators += op -> clock() }
+
+  /** A provider of the store at `location` is open here: its own directory is live, no standby of it. */
+  def owned(location: String): Unit = synchronized { ownedHere += location }
+
+  def released(location: String): Unit = synchronized { ownedHere -= location }
+
+  /** Bytes fetched by this executor's standbys since the last call (a sum metric reported by every store:
+    * each byte once).
+    */
+  def takeUnreportedBytes(): Long = unreportedBytes.getAndSet(0)
+
+  /** Versions the standby of `location` here stands behind the newest delta on storage at its last poll. */
+  def lagOf(location: String): Option[Long] = synchronized(states.get(location).flatMap(_.lag))
+
+  /** One round on the calling thread: every store due is refreshed. Returns the stores refreshed without a
+    * failure. Operators no provider named for `retentionMs` are dropped.
+    */
+  def poll(retentionMs: Long): Seq[FollowedStore] = {
+    val now = clock()
+    val (ops, owned) = synchronized {
+      operators = operators.filter { case (_, seen) => now - seen <= retentionMs }
+      (operators.keys.toSeq, ownedHere)
+    }
+    val executors = source.executors() + source.self
+    val due = ops.flatMap(op => scala.util.Try(source.stores(op)).getOrElse(Nil)).filter { s =>
+      // a store closed cleanly here resumes from its own directory: a standby beside it would double it
+      !dirs.resumable(s.location) && StandbyPlan.follows(
+        source.self,
+        executors,
+        owned(s.location),
+        replicas,
+        LocalDirectories.keyOf(s.location)
+      )
+    }
+    val started = synchronized(due.filter(s => states.get(s.location).forall(_.nextDueMs <= now)))
+    started.filter(refresh)
+  }
+
+  private def refresh(s: FollowedStore): Boolean = {
+    var lag: Option[Long] = None
+    val ok =
+      try {
+        lag = refreshNow(s)
+        true
+      } catch {
+        case NonFatal(_) =>
+          failures.incrementAndGet()
+          false
+      }
+    synchronized {
+      val st = states.getOrElse(s.location, StoreState())
+      val failed = if (ok) 0 else st.consecutiveFailures + 1
+      val next = clock() + StandbyPlan.nextPollMs(failed, pollMs, pollMs * MaxBackoffFactor)
+      states += s.location -> st.copy(
+        consecutiveFailures = failed,
+        nextDueMs = next,
+        lag = if (ok) lag else st.lag
+      )
+    }
+    ok
+  }
+
+  /** Refreshes the copy of `s` to the newest snapshot on storage; returns its lag behind the newest delta. */
+  private def refreshNow(s: FollowedStore): Option[Long] = dirs.acquireStandby(s.location) match {
+    case None        => None // taken over, or another refresh holds it
+    case Some(lease) =>
+      try {
+        val files = new CheckpointFiles(source.blobsOf(s), s.identity, pool)
+        val listed = files.listCheckpointFiles()
+        val newestSnapshot = listed.filter(_.kind == CheckpointId.Snapshot).map(_.id).maxByOption(_.version)
+        val newestDelta = listed.filter(_.kind == CheckpointId.Delta).map(_.id.version).maxOption
+        newestSnapshot.map { snapshot =>
+          val copy = new StandbyCopy(lease, files, crash, hashesOf(s.location))
+          copy.refresh(snapshot, math.max(0L, dirs.standbyBytes - copy.bytesHeld), maxBytes) match {
+            case StandbyCopy.Refresh.Fetched(_, stats) =>
+              refreshes.incrementAndGet()
+              bytesFetched.addAndGet(stats.bytesMoved)
+              unreportedBytes.addAndGet(stats.bytesMoved)
+            case _: StandbyCopy.Refresh.TooLarge => skippedTooLarge.incrementAndGet()
+            case _                               => ()
+          }
+          newestDelta.map(_ - snapshot.version).getOrElse(0L)
+        }
+      } finally lease.release()
+  }
+
+  private def hashesOf(location: String): HashCache = synchronized {
+    val st = states.getOrElse(location, StoreState())
+    st.hashes.getOrElse {
+      val h = new HashCache
+      states += location -> st.copy(hashes = Some(h))
+      h
+    }
+  }
+}
+
+object StandbyFollower {
+
+  /** A failing store polls at most this many poll intervals apart. */
+  val MaxBackoffFactor = 16L
+
+  private final case class StoreState(
+      consecutiveFailures: Int = 0,
+      nextDueMs: Long = 0L,
+      lag: Option[Long] = None,
+      hashes: Option[HashCache] = None
+  )
+}
