@@ -1,7 +1,6 @@
 package io.lineagestore.engine
 
-import java.util.concurrent.{ExecutorService, Executors, ThreadFactory}
-import java.util.concurrent.atomic.AtomicInteger
+import java.util.concurrent.ExecutorService
 
 /** The executor-wide threads that write committed batches into the local RocksDB instances after their
   * commits returned ([[LocalRocksDb.commitInBackground]]): as many as the JVM has processors, shared by every
@@ -21,17 +20,6 @@ object SharedApplyPool {
     sharedBacklog
   }
 
-  lazy val pool: ExecutorService = {
-    val counter = new AtomicInteger
-    Executors.newFixedThreadPool(
-      math.max(1, Runtime.getRuntime.availableProcessors()),
-      new ThreadFactory {
-        override def newThread(r: Runnable): Thread = {
-          val t = new Thread(r, s"lineagestore-apply-${counter.incrementAndGet()}")
-          t.setDaemon(true)
-          t
-        }
-      }
-    )
-  }
+  lazy val pool: ExecutorService =
+    DaemonThreads.pool(math.max(1, Runtime.getRuntime.availableProcessors()), "lineagestore-apply")
 }

@@ -1,7 +1,8 @@
 package io.lineagestore.store
 
-import java.util.concurrent.{ExecutorService, Executors, ThreadFactory}
-import java.util.concurrent.atomic.AtomicInteger
+import java.util.concurrent.ExecutorService
+
+import io.lineagestore.engine.DaemonThreads
 
 /** The executor-wide pool every store's file transfers run on (uploads, downloads, hashing), as RocksDB
   * memory is shared ([[io.lineagestore.engine.SharedRocksDbMemory]]): an executor holding 200 stores runs
@@ -18,17 +19,7 @@ object SharedTransferPool {
   def apply(threads: Int): ExecutorService = synchronized {
     require(threads >= 1, s"transfer threads must be >= 1, got $threads")
     current.getOrElse {
-      val counter = new AtomicInteger
-      val pool = Executors.newFixedThreadPool(
-        threads,
-        new ThreadFactory {
-          override def newThread(r: Runnable): Thread = {
-            val t = new Thread(r, s"lineagestore-transfer-${counter.incrementAndGet()}")
-            t.setDaemon(true)
-            t
-          }
-        }
-      )
+      val pool = DaemonThreads.pool(threads, "lineagestore-transfer")
       current = Some((threads, pool))
       current.get
     }._2

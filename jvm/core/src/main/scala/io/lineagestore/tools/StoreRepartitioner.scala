@@ -2,11 +2,12 @@ package io.lineagestore.tools
 
 import java.io.File
 import java.nio.file.Files
-import java.util.concurrent.{Callable, Executors, ThreadFactory}
+import java.util.concurrent.Callable
 import java.util.concurrent.atomic.AtomicLong
 
 import scala.jdk.CollectionConverters._
 
+import io.lineagestore.engine.DaemonThreads
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.store.{ColumnFamilies, CrashPoints, LineageStore, LocalDirectories, StoreSettings}
 
@@ -279,17 +280,7 @@ object StoreRepartitioner {
   private def inParallel[A, B](items: Seq[A], threads: Int)(f: A => B): Seq[B] =
     if (threads <= 1 || items.size <= 1) items.map(f)
     else {
-      val pool = Executors.newFixedThreadPool(
-        math.min(threads, items.size),
-        new ThreadFactory {
-          private val count = new AtomicLong
-          override def newThread(r: Runnable): Thread = {
-            val t = new Thread(r, s"lineagestore-repartition-${count.incrementAndGet()}")
-            t.setDaemon(true)
-            t
-          }
-        }
-      )
+      val pool = DaemonThreads.pool(math.min(threads, items.size), "lineagestore-repartition")
       try {
         val futures = pool.invokeAll(items.map(a => (() => f(a)): Callable[B]).asJava).asScala.toSeq
         val outcomes = futures.map(fu => scala.util.Try(fu.get()))

@@ -1,11 +1,12 @@
 package io.lineagestore.tools
 
-import java.util.concurrent.{ExecutorService, Executors, ThreadFactory}
+import java.util.concurrent.ExecutorService
 
 import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
 
 import io.lineagestore.config.LineageConf
+import io.lineagestore.engine.DaemonThreads
 import io.lineagestore.format.StoreIdentity
 import io.lineagestore.storage.HadoopBlobStore
 import io.lineagestore.store.CheckpointFiles
@@ -33,16 +34,8 @@ final case class StoreRef(operatorId: Long, partitionId: Int, storeName: String,
 final class ToolStore(val ref: StoreRef, conf: Configuration = ToolEnv.hadoopConf, threads: Int = 4)
     extends AutoCloseable {
   val blobs = new HadoopBlobStore(new Path(ref.dir), conf, LineageConf.DeltaUploadPartBytes.default)
-  private val pool: ExecutorService = Executors.newFixedThreadPool(
-    threads,
-    new ThreadFactory {
-      override def newThread(r: Runnable): Thread = {
-        val t = new Thread(r, s"lineagestore-tool-${ref.operatorId}-${ref.partitionId}")
-        t.setDaemon(true)
-        t
-      }
-    }
-  )
+  private val pool: ExecutorService =
+    DaemonThreads.pool(threads, s"lineagestore-tool-${ref.operatorId}-${ref.partitionId}")
   // the tools read rarely and must prove identity, not only transfer: SHA-256 or the SST's ID too (verify
   // restores snapshots)
   val files = new CheckpointFiles(blobs, ref.identity, pool, checkIdentityOnDownload = true)

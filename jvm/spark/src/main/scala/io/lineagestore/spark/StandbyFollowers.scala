@@ -1,7 +1,6 @@
 package io.lineagestore.spark
 
-import java.util.concurrent.{Executors, ExecutorService, ThreadFactory, TimeUnit}
-import java.util.concurrent.atomic.AtomicInteger
+import java.util.concurrent.{Executors, TimeUnit}
 
 import scala.util.control.NonFatal
 
@@ -13,6 +12,7 @@ import org.apache.spark.sql.execution.streaming.state.StateStoreId
 import org.apache.spark.sql.execution.streaming.state.lineagestore.SparkInternals
 
 import io.lineagestore.config.LineageConf
+import io.lineagestore.engine.DaemonThreads
 import io.lineagestore.format.StoreIdentity
 import io.lineagestore.storage.{BlobStore, HadoopBlobStore}
 import io.lineagestore.store.{
@@ -58,7 +58,7 @@ private[spark] object StandbyFollowers extends Logging {
         def blobsOf(s: FollowedStore): BlobStore =
           new HadoopBlobStore(new Path(s.location), hadoopConf, partBytes)
       }
-      val pool = daemonPool(LineageConf.StandbyThreads.from(confs), "lineagestore-standby")
+      val pool = DaemonThreads.pool(LineageConf.StandbyThreads.from(confs), "lineagestore-standby")
       val follower = new StandbyFollower(
         dirs,
         source,
@@ -67,7 +67,8 @@ private[spark] object StandbyFollowers extends Logging {
         math.max(100L, pollMs),
         pool
       )
-      val poller = Executors.newSingleThreadScheduledExecutor(daemonFactory("lineagestore-standby-poll"))
+      val poller =
+        Executors.newSingleThreadScheduledExecutor(DaemonThreads.factory("lineagestore-standby-poll"))
       poller.scheduleWithFixedDelay(
         () =>
           try follower.poll(math.max(dirs.retentionMs, pollMs))
@@ -85,16 +86,4 @@ private[spark] object StandbyFollowers extends Logging {
 
   /** The follower, if one runs on this executor. */
   def running: Option[StandbyFollower] = synchronized(current)
-
-  private def daemonFactory(prefix: String): ThreadFactory = {
-    val counter = new AtomicInteger
-    (r: Runnable) => {
-      val t = new Thread(r, s"$prefix-${counter.incrementAndGet()}")
-      t.setDaemon(true)
-      t
-    }
-  }
-
-  private def daemonPool(threads: Int, prefix: String): ExecutorService =
-    Executors.newFixedThreadPool(threads, daemonFactory(prefix))
 }
