@@ -131,8 +131,8 @@ final class LocalDirectories(
       }.flatten
   }
 
-  /** Deletes store directories unused for longer than the retention (and not in use), and private directories
-    * whose process died (their lock is free). Returns what it deleted.
+  /** Deletes store and standby directories unused for longer than the retention (and not in use), and private
+    * directories whose process died (their lock is free). Returns what it deleted.
     */
   def evictIdle(): Seq[File] = {
     val now = clock()
@@ -140,7 +140,8 @@ final class LocalDirectories(
       Option(parent.listFiles()).getOrElse(Array.empty[File]).toSeq.filter(_.isDirectory).map { d =>
         (d, new File(parent, s"${d.getName}.lock"))
       }
-    val idleStores = unlockedDirs(storesDir).flatMap { case (dir, lockFile) =>
+    // a directory untouched past the retention whose lock is free: nothing uses it, nothing will resume it
+    def idleIn(parent: File): Seq[File] = unlockedDirs(parent).flatMap { case (dir, lockFile) =>
       withLock(lockFile) {
         if (retentionMs <= 0 || now - dir.lastModified() > retentionMs) {
           LocalDirectories.deleteRecursively(dir)
@@ -148,6 +149,7 @@ final class LocalDirectories(
         } else None
       }.flatten
     }
+    val idleStores = idleIn(storesDir)
     val deadPrivate = unlockedDirs(privateDir).flatMap { case (dir, lockFile) =>
       withLock(lockFile) {
         LocalDirectories.deleteRecursively(dir)
@@ -157,14 +159,7 @@ final class LocalDirectories(
     }
     // a standby is refreshed (touched) at every fetch of its follower; one idle past the retention belongs
     // to a query that stopped or moved on
-    val idleStandbys = unlockedDirs(standbyDir).flatMap { case (dir, lockFile) =>
-      withLock(lockFile) {
-        if (retentionMs <= 0 || now - dir.lastModified() > retentionMs) {
-          LocalDirectories.deleteRecursively(dir)
-          Some(dir)
-        } else None
-      }.flatten
-    }
+    val idleStandbys = idleIn(standbyDir)
     idleStores ++ deadPrivate ++ idleStandbys
   }
 
