@@ -57,6 +57,9 @@ object AdjunctInspection {
 
     /** The most versions (of the table) any replica of the partition is behind; None: no replica marker. */
     def maxLag: Option[Long] = replicas.map(_.lag).maxOption
+
+    /** The most versions of the partition's store any replica is behind; None: no replica marker. */
+    def maxStoreLag: Option[Long] = replicas.map(_.storeLag).maxOption
   }
 
   /** A table's tombstone bound and, at the latest version, its highest ordering and the floor the next batch

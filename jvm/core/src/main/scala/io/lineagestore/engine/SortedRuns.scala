@@ -64,8 +64,9 @@ final class SstRunFile(val file: File, options: Options) extends AutoCloseable {
   }
 }
 
-/** Turns puts in any order into sorted, non-overlapping SST files for a store's RocksDB: the state of a fresh
-  * start written as files, not as a batch of puts (docs/format.md, "Fresh starts"). Puts are buffered up to
+/** Turns puts in any order into sorted, non-overlapping SST files for a store's RocksDB, to write a fresh
+  * start's state as files instead of a batch of puts. Nothing writes a store this way yet: docs/format.md
+  * ("Fresh starts") still records a fresh start as a delta holding the whole state. Puts are buffered up to
   * `bufferBytes`; a full buffer is sorted and written as a run (an uncompressed SST in `dir`). [[finish]]
   * then writes the output files with the store's `options` (the buffer itself when nothing was spilled, else
   * a merge of the runs), each up to about `fileBytes`, and deletes the runs. Keys are the store's full keys

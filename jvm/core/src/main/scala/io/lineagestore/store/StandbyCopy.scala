@@ -6,7 +6,7 @@ import java.nio.file.{Files, StandardCopyOption}
 
 import scala.util.control.NonFatal
 
-import io.lineagestore.lineage.{CheckpointId, LineageResolver, LineageSource, LoadBase}
+import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.snapshot.LocalFile
 
 /** A standby copy of one store on this executor: the files of one snapshot of the store's lineage as a closed
@@ -79,16 +79,6 @@ object StandbyCopy {
     final case class TooLarge(snapshot: CheckpointId, bytes: Long, othersBytes: Long, maxBytes: Long)
         extends Refresh
   }
-
-  /** The snapshot a standby of the committed checkpoint `committed` follows: the one a cold load of it starts
-    * from ([[LineageResolver.plan]] with nothing local, reading delta headers through `source`); None when
-    * its lineage reaches no snapshot (a load replays deltas from the empty state: nothing to keep warm).
-    */
-  def wantedSnapshot(committed: CheckpointId, source: LineageSource): Option[CheckpointId] =
-    LineageResolver.plan(committed, None, source).base match {
-      case LoadBase.Snapshot(s) => Some(s)
-      case _                    => None
-    }
 
   /** The record: `standby 1`, `snapshot <version> <uniqueId>`, `location <store directory>`. */
   private[store] def writeRecord(dir: File, snapshot: CheckpointId, location: String): Unit = {

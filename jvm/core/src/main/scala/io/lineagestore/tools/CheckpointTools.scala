@@ -155,7 +155,7 @@ object CheckpointTools {
         "since" -> ps.since.fold[Json](Null)(v => Num(v)),
         "replicas" -> ps.replicas.size,
         "maxLag" -> ps.maxLag.fold[Json](Null)(v => Num(v)),
-        "maxStoreLag" -> ps.replicas.map(_.storeLag).maxOption.fold[Json](Null)(v => Num(v))
+        "maxStoreLag" -> ps.maxStoreLag.fold[Json](Null)(v => Num(v))
       )
     }),
     "tombstones" -> t.tombstones.fold[Json](Null) { ts =>

@@ -7,7 +7,7 @@ import java.util.concurrent.atomic.AtomicLong
 import org.scalatest.funsuite.AnyFunSuite
 
 import io.lineagestore.format.StoreIdentity
-import io.lineagestore.lineage.CheckpointId
+import io.lineagestore.lineage.{CheckpointId, LineageResolver, LoadBase}
 import io.lineagestore.storage.BlobStore
 
 /** Standby copies against a real RocksDB and a real local Hadoop filesystem: a copy fetched, refreshed and
@@ -49,9 +49,12 @@ class StandbyCopySuite extends AnyFunSuite with StoreFixture {
     id
   }.last
 
-  /** The snapshot a standby of `head` follows: the one the head's load plan starts from. */
+  /** The snapshot a standby of `head` is refreshed to here: the one a cold load of the head starts from. */
   private def snapshotOf(head: CheckpointId): CheckpointId =
-    StandbyCopy.wantedSnapshot(head, files).getOrElse(fail(s"no snapshot under $head"))
+    LineageResolver.plan(head, None, files).base match {
+      case LoadBase.Snapshot(s) => s
+      case other                => fail(s"no snapshot under $head: the load starts from $other")
+    }
 
   /** A store on `dirs`' own directory for the store (taking over its standby), and the lease. */
   private def storeOn(dirs: LocalDirectories, blobs: BlobStore): (LineageStore, LocalLease) = {
