@@ -336,9 +336,10 @@ object LineageConf {
     "standbyReplicas",
     0,
     "Standby copies of each store kept on other executors, so that a store's load after its executor is lost " +
-      "starts from local files instead of a download: each standby holds the files of the newest snapshot on " +
-      "the store's committed lineage, fetched in the background (only the files it lacks, by content " +
-      "identity), and a load on its executor checks them against the committed checkpoint's index as any " +
+      "starts from local files instead of a download: each standby holds the files of the newest snapshot " +
+      "uploaded to the store's directory (perhaps by an attempt Spark never committed), fetched in the " +
+      "background (only the files it lacks, by content identity), and a load on its executor checks them " +
+      "against the committed checkpoint's index as any " +
       "restore does (a standby never changes what is loaded, only what is downloaded). 0: none; -1: one on " +
       "every executor other than the store's own (docs/architecture.md, standby copies).",
     min = -1,
