@@ -27,6 +27,7 @@ Prints one JSON line per kill and writes ``summary.json`` and ``summary.md`` und
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import shutil
 import statistics
@@ -44,8 +45,59 @@ from lineagestore import PROVIDER_CLASS  # noqa: E402
 
 PROVIDERS = {
     "lineagestore": PROVIDER_CLASS,
+    "standby": PROVIDER_CLASS,  # lineagestore with standby copies (--standby-replicas)
     "builtin": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
 }
+STANDBY_KEY = "spark.sql.streaming.stateStore.lineagestore.standbyReplicas"
+
+
+def store_key(location: str) -> str:
+    """The local directory name lineagestore gives the store at ``location`` (LocalDirectories.keyOf)."""
+    return hashlib.sha256(location.encode()).digest()[:16].hex()
+
+
+def local_store_bytes(cluster, host: str, checkpoint: str, partitions: int) -> dict[int, int]:
+    """Bytes of each of the query's stores (by partition) whose own directory is on ``host``'s disk."""
+    out = {}
+    for p in range(partitions):
+        d = cluster.local_dir(host) / "lineagestore" / "stores" / store_key(f"{checkpoint}/state/0/{p}")
+        if d.is_dir():
+            out[p] = sum(f.stat().st_size for f in d.rglob("*") if f.is_file())
+    return out
+
+
+def standby_snapshots(cluster, host: str, checkpoint: str) -> dict[int, int]:
+    """Per partition of operator 0, the snapshot version of the complete standby copy on ``host``."""
+    out = {}
+    for record in (cluster.local_dir(host) / "lineagestore" / "standby").glob("*/STANDBY"):
+        try:
+            fields = dict(line.split(" ", 1) for line in record.read_text().splitlines() if " " in line)
+        except OSError:
+            continue  # replaced while read
+        loc = fields.get("location", "").rstrip("/")
+        if loc.startswith(f"{checkpoint}/state/0/") and "snapshot" in fields:
+            out[int(loc.rsplit("/", 1)[1])] = int(fields["snapshot"].split(" ")[0])
+    return out
+
+
+def wait_standbys(cluster, checkpoint: str, newest: dict[int, int], replicas: int, timeout_s: float) -> float:
+    """Until every partition has ``replicas`` complete standby copies (-1: one on every host but one) at or
+    past ``newest`` (its newest snapshot on S3 when asked), on hosts other than its owner's; seconds waited."""
+    wanted = len(cluster.hosts) - 1 if replicas < 0 else replicas
+    started = time.monotonic()
+    while True:
+        held = {p: 0 for p in newest}
+        for host in cluster.hosts:
+            for p, v in standby_snapshots(cluster, host, checkpoint).items():
+                if p in held and v >= newest[p]:
+                    held[p] += 1
+        if min(held.values()) >= wanted:
+            return time.monotonic() - started
+        if time.monotonic() - started > timeout_s:
+            raise TimeoutError(
+                f"standby copies per partition after {timeout_s:.0f}s: {held} (wanted {wanted})"
+            )
+        time.sleep(1)
 
 
 def session(cluster, s3_conf: dict[str, str], args):
@@ -90,10 +142,14 @@ def write_batch(inp: Path, name: str, first: int, count: int, stride: int, keys:
     tmp.rename(inp / f"{name}.csv")
 
 
-def query(spark, provider: str, inp: Path, checkpoint: str, payload_bytes: int):
+def query(spark, provider: str, inp: Path, checkpoint: str, payload_bytes: int, standby_replicas: int = 0):
     from pyspark.sql import functions as F
 
     spark.conf.set("spark.sql.streaming.stateStore.providerClass", PROVIDERS[provider])
+    if provider == "standby":
+        spark.conf.set(STANDBY_KEY, str(standby_replicas))
+    else:
+        spark.conf.unset(STANDBY_KEY)
     rows = spark.readStream.schema("k LONG, r INT").option("maxFilesPerTrigger", 1).csv(str(inp))
     # random bytes (SHA-512 of key and round, chained), base64: no codec shrinks them much
     digests = max(1, payload_bytes * 3 // 4 // 64)
@@ -170,7 +226,7 @@ def run_provider(provider: str, spark, cluster, s3, limit, args, work: Path) -> 
     checkpoint = f"s3a://{bucket}/ckpt"
     inp = work / provider / "in"
     inp.mkdir(parents=True)
-    q = query(spark, provider, inp, checkpoint, args.payload_bytes)
+    q = query(spark, provider, inp, checkpoint, args.payload_bytes, args.standby_replicas)
     batch, round_ = -1, 0
     per_build = -(-args.keys // args.build_batches)
 
@@ -222,6 +278,13 @@ def run_provider(provider: str, spark, cluster, s3, limit, args, work: Path) -> 
             shutil.rmtree(cluster.local_dir(victim) / "lineagestore", ignore_errors=True)
 
         wait_idle(q)
+        standby_wait = None
+        if provider == "standby":  # the copies of the snapshots on S3 now, on the hosts that follow them
+            newest = snapshot_versions(state_objects(s3, bucket, "ckpt"), args.partitions)
+            standby_wait = wait_standbys(
+                cluster, checkpoint, newest, args.standby_replicas, args.snapshot_wait_s
+            )
+        lost = local_store_bytes(cluster, victim, checkpoint, args.partitions)
         killer = threading.Thread(target=kill_in_batch)
         killer.start()
         dumps = None
@@ -239,6 +302,18 @@ def run_provider(provider: str, spark, cluster, s3, limit, args, work: Path) -> 
             raise RuntimeError(f"{provider}: the kill did not land inside batch {target}")
         downloaded = limit.served_bytes() - before
         progress = q.lastProgress
+
+        def metric(name: str, progress: dict = progress):
+            return next(
+                (
+                    v
+                    for op in progress["stateOperators"]
+                    for k, v in op.get("customMetrics", {}).items()
+                    if k == name
+                ),
+                None,
+            )
+
         kill = {
             "provider": provider,
             "kill": i + 1,
@@ -247,15 +322,14 @@ def run_provider(provider: str, spark, cluster, s3, limit, args, work: Path) -> 
             "recoveryS": round(done - killed["at"], 2),
             "executorsAtKill": killed["executors"],
             "downloadedBytes": downloaded,
-            "lineagestoreBytesDownloaded": next(
-                (
-                    v
-                    for op in progress["stateOperators"]
-                    for k, v in op.get("customMetrics", {}).items()
-                    if k == "lineagestoreBytesDownloaded"
-                ),
-                None,
-            ),
+            # the victim's stores' local bytes just before the kill: what a recovery has to bring back
+            "lostStores": sorted(lost),
+            "lostStoreBytes": sum(lost.values()),
+            "downloadedOfLost": round(downloaded / max(1, sum(lost.values())), 3),
+            "lineagestoreBytesDownloaded": metric("lineagestoreBytesDownloaded"),
+            "lineagestoreLoadsFromStandby": metric("lineagestoreLoadsFromStandby"),
+            "lineagestoreStandbyBytesTaken": metric("lineagestoreStandbyBytesTaken"),
+            "standbyWaitS": None if standby_wait is None else round(standby_wait, 1),
         }
         kills.append(kill)
         print(json.dumps(kill), flush=True)
@@ -275,37 +349,45 @@ def run_provider(provider: str, spark, cluster, s3, limit, args, work: Path) -> 
         "kills": kills,
         "recoveryS": round(statistics.median(k["recoveryS"] for k in kills), 2),
         "downloadedBytes": int(statistics.median(k["downloadedBytes"] for k in kills)),
+        "downloadedOfLost": round(statistics.median(k["downloadedOfLost"] for k in kills), 3),
     }
 
 
 def summarize(results: dict, args, out: Path) -> None:
-    ls, spark = results["lineagestore"], results["builtin"]
+    """Every provider that ran, each lineagestore variant's ratios to Spark's provider of the same run."""
+    spark = results["builtin"]
+    ratio = {
+        name: {
+            "recoveryS": round(r["recoveryS"] / spark["recoveryS"], 2),
+            "downloadedBytes": round(r["downloadedBytes"] / max(1, spark["downloadedBytes"]), 2),
+            "updateBatchS": round(r["updateBatchS"] / spark["updateBatchS"], 2),
+        }
+        for name, r in results.items()
+        if name != "builtin"
+    }
     summary = {
         "settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k != "out"},
         "providers": results,
-        "ratio": {
-            "recoveryS": round(ls["recoveryS"] / spark["recoveryS"], 2),
-            "downloadedBytes": round(ls["downloadedBytes"] / max(1, spark["downloadedBytes"]), 2),
-        },
+        "ratio": ratio,
     }
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     lines = [
         "| provider | state on S3 | update batch (no kill) | recovery, kill to batch end (each kill) | "
-        "median | downloaded (median) |",
-        "|---|---|---|---|---|---|",
+        "median | downloaded (median) | downloaded / lost stores' bytes |",
+        "|---|---|---|---|---|---|---|",
     ]
-    for name in ("lineagestore", "builtin"):
-        r = results[name]
+    for name, r in results.items():
         each = ", ".join(f"{k['recoveryS']:.1f}" for k in r["kills"])
         lines.append(
             f"| {name} | {r['stateBytesOnS3'] / 1e9:.2f} GB | {r['updateBatchS']:.1f} s | {each} s | "
-            f"{r['recoveryS']:.1f} s | {r['downloadedBytes'] / 1e6:.0f} MB |"
+            f"{r['recoveryS']:.1f} s | {r['downloadedBytes'] / 1e6:.0f} MB | {r['downloadedOfLost']:.1%} |"
         )
-    lines.append(
-        f"\nRatio lineagestore / Spark's provider: recovery {summary['ratio']['recoveryS']}x, "
-        f"bytes downloaded {summary['ratio']['downloadedBytes']}x."
-    )
+    for name, rt in ratio.items():
+        lines.append(
+            f"\nRatio {name} / Spark's provider: recovery {rt['recoveryS']}x, bytes downloaded "
+            f"{rt['downloadedBytes']}x, update batch {rt['updateBatchS']}x."
+        )
     (out / "summary.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
@@ -332,7 +414,18 @@ def main() -> None:
     ap.add_argument("--worker-memory", default="4g")
     ap.add_argument("--snapshot-wait-s", type=float, default=600)
     ap.add_argument("--maintenance-pause-s", type=float, default=6.0)
-    ap.add_argument("--providers", default="lineagestore,builtin")
+    ap.add_argument(
+        "--providers",
+        default="lineagestore,builtin",
+        help="comma-separated, run in this order: lineagestore, standby (lineagestore with standby copies), "
+        "builtin (Spark's RocksDB provider)",
+    )
+    ap.add_argument(
+        "--standby-replicas",
+        type=int,
+        default=-1,
+        help="standbyReplicas of the `standby` provider (-1: a copy on every executor but the store's own)",
+    )
     ap.add_argument(
         "--thread-dumps",
         type=Path,
@@ -370,7 +463,7 @@ def main() -> None:
         for provider in args.providers.split(","):
             results[provider] = run_provider(provider, spark, cluster, s3, limit, args, work)
             print(json.dumps({k: v for k, v in results[provider].items() if k != "kills"}), flush=True)
-        if {"lineagestore", "builtin"} <= set(results):
+        if "builtin" in results and len(results) > 1:
             summarize(results, args, args.out)
     finally:
         if spark is not None:

@@ -60,6 +60,14 @@ object CleanCloseRecord {
     Files.move(tmp.toPath, new File(localRoot, FileName).toPath, java.nio.file.StandardCopyOption.ATOMIC_MOVE)
   }
 
+  /** Reads the record without taking it (None: absent or unreadable): what a standby follower asks of a
+    * directory it does not hold.
+    */
+  def peek(localRoot: File): Option[CleanCloseRecord] = {
+    val f = new File(localRoot, FileName)
+    if (!f.isFile) None else Try(parse(Files.readString(f.toPath, UTF_8))).toOption
+  }
+
   /** Reads and deletes the record; None when absent, unreadable or of another store. */
   def take(localRoot: File, expected: StoreIdentity): Option[CleanCloseRecord] = {
     val f = new File(localRoot, FileName)

@@ -106,6 +106,43 @@ final class LocalDirectories(
   def resumable(location: String): Boolean =
     new File(new File(storesDir, LocalDirectories.keyOf(location)), CleanCloseRecord.FileName).exists()
 
+  /** The checkpoint the store at `location`'s own directory here was closed cleanly at (None: no record). */
+  def closedAt(location: String): Option[io.lineagestore.lineage.CheckpointId] =
+    CleanCloseRecord.peek(new File(storesDir, LocalDirectories.keyOf(location))).map(_.loaded)
+
+  /** Makes the store at `location`'s own directory here, closed cleanly, its standby copy's starting files:
+    * under the store's lock, then the standby's (the order [[acquire]] takes them), the clean-close record
+    * goes first (so nothing resumes from a half-moved directory), then `db/` replaces the standby's `db/` and
+    * the standby's record (which no longer describes it). For a store that moved on elsewhere: resuming it
+    * here would replay every delta since it left, and nothing else would refresh it. False when either lock
+    * is held (a provider or a fetch uses it) or there is no clean-closed `db/`; the next poll retries.
+    */
+  def demoteToStandby(location: String): Boolean = {
+    val key = LocalDirectories.keyOf(location)
+    val storeDir = new File(storesDir, key)
+    val record = new File(storeDir, CleanCloseRecord.FileName)
+    if (!record.isFile) return false
+    Files.createDirectories(standbyDir.toPath)
+    withLock(new File(storesDir, s"$key.lock")) {
+      withLock(new File(standbyDir, s"$key.lock")) {
+        val db = new File(storeDir, StandbyCopy.DbDir)
+        if (!record.isFile || !db.isDirectory) false
+        else {
+          Files.delete(record.toPath)
+          val dir = new File(standbyDir, key)
+          Files.createDirectories(dir.toPath)
+          Files.writeString(new File(dir, "STORE").toPath, location + "\n", StandardCharsets.UTF_8)
+          Files.deleteIfExists(new File(dir, StandbyCopy.RecordName).toPath)
+          val standbyDb = new File(dir, StandbyCopy.DbDir)
+          LocalDirectories.deleteRecursively(standbyDb)
+          Files.move(db.toPath, standbyDb.toPath, java.nio.file.StandardCopyOption.ATOMIC_MOVE)
+          touch(dir)
+          true
+        }
+      }.getOrElse(false)
+    }.getOrElse(false)
+  }
+
   /** Bytes every standby copy of this executor holds (the bound `standbyMaxBytes` applies to). */
   def standbyBytes: Long = StandbyCopy.sizeOf(standbyDir)
 

@@ -6,7 +6,7 @@ import java.util.concurrent.atomic.AtomicLong
 import scala.util.control.NonFatal
 
 import io.lineagestore.format.StoreIdentity
-import io.lineagestore.lineage.CheckpointId
+import io.lineagestore.lineage.{CheckpointFile, CheckpointId}
 import io.lineagestore.storage.BlobStore
 
 /** An operator's stores a standby follower keeps copies of: the query's state root (Spark's
@@ -37,12 +37,12 @@ trait StandbySource {
 
 /** Keeps this executor's standby copies ([[StandbyCopy]]) following their stores' lineages, with no task on
   * the executor: each poll lists the stores of every followed operator, and for each store this executor
-  * follows ([[StandbyPlan.follows]]; not one whose own directory here resumes, closed cleanly) lists the
-  * store's directory and refreshes its copy to the newest snapshot found there. Refreshes run one after
-  * another on the polling thread (one per executor), their file transfers on `pool` (`standbyThreads`,
-  * executor-wide, apart from the stores' transfer pool, so a store's own restore never queues behind a
-  * standby; no task on `pool` waits for another there). A failing store backs off
-  * ([[StandbyPlan.nextPollMs]]).
+  * follows ([[StandbyPlan.follows]]) lists the store's directory and refreshes its copy to the newest
+  * snapshot found there (a store closed cleanly here is left to resume until it moves on elsewhere, then its
+  * directory becomes the copy: [[refreshNow]]). Refreshes run one after another on the polling thread (one
+  * per executor), their file transfers on `pool` (`standbyThreads`, executor-wide, apart from the stores'
+  * transfer pool, so a store's own restore never queues behind a standby; no task on `pool` waits for another
+  * there). A failing store backs off ([[StandbyPlan.nextPollMs]]).
   *
   * The newest snapshot on storage may be of an attempt Spark never committed (a retried or speculative task
   * that uploaded one); a copy of it only saves less. The lineage decides what a load loads: a copy is checked
@@ -101,8 +101,7 @@ final class StandbyFollower(
     }
     val executors = source.executors() + source.self
     val due = ops.flatMap(op => scala.util.Try(source.stores(op)).getOrElse(Nil)).filter { s =>
-      // a store closed cleanly here resumes from its own directory: a standby beside it would double it
-      !dirs.resumable(s.location) && StandbyPlan.follows(
+      StandbyPlan.follows(
         source.self,
         executors,
         owned(s.location),
@@ -138,15 +137,34 @@ final class StandbyFollower(
     ok
   }
 
-  /** Refreshes the copy of `s` to the newest snapshot on storage; returns its lag behind the newest delta. */
-  private def refreshNow(s: FollowedStore): Option[Long] = dirs.acquireStandby(s.location) match {
+  /** Refreshes the copy of `s` to the newest snapshot on storage; returns its lag behind the newest delta.
+    *
+    * A store closed cleanly here resumes from its own directory, cheaper than any copy, as long as no newer
+    * checkpoint was written elsewhere; once one was (the store moved on to another executor), that directory
+    * becomes the copy's starting files ([[LocalDirectories.demoteToStandby]]), so the copy fetches only what
+    * changed since the store left.
+    */
+  private def refreshNow(s: FollowedStore): Option[Long] = {
+    val files = new CheckpointFiles(source.blobsOf(s), s.identity, pool)
+    val listed = files.listCheckpointFiles()
+    val newestDelta = listed.filter(_.kind == CheckpointId.Delta).map(_.id.version).maxOption
+    val follow = dirs.closedAt(s.location) match {
+      case None         => true
+      case Some(closed) => newestDelta.exists(_ > closed.version) && dirs.demoteToStandby(s.location)
+    }
+    if (follow) refreshCopy(s, files, listed, newestDelta) else None
+  }
+
+  private def refreshCopy(
+      s: FollowedStore,
+      files: CheckpointFiles,
+      listed: Seq[CheckpointFile],
+      newestDelta: Option[Long]
+  ): Option[Long] = dirs.acquireStandby(s.location) match {
     case None        => None // taken over, or another refresh holds it
     case Some(lease) =>
       try {
-        val files = new CheckpointFiles(source.blobsOf(s), s.identity, pool)
-        val listed = files.listCheckpointFiles()
         val newestSnapshot = listed.filter(_.kind == CheckpointId.Snapshot).map(_.id).maxByOption(_.version)
-        val newestDelta = listed.filter(_.kind == CheckpointId.Delta).map(_.id.version).maxOption
         newestSnapshot.map { snapshot =>
           val copy = new StandbyCopy(lease, files, crash, hashesOf(s.location))
           copy.refresh(snapshot, math.max(0L, dirs.standbyBytes - copy.bytesHeld), maxBytes) match {

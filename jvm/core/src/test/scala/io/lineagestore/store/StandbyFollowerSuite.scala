@@ -138,6 +138,53 @@ class StandbyFollowerSuite extends AnyFunSuite with StoreFixture {
     assert(f.poll(Long.MaxValue).isEmpty)
   }
 
+  test(
+    "a store closed cleanly here resumes until it moves on elsewhere, then its directory becomes the copy"
+  ) {
+    val s = owner(0)
+    batches(s, 1 to 4)
+    val dirs = new LocalDirectories(new File(tmp, "exec-3"), 3600000)
+    var now = 0L
+    val f = follower(new Source("exec-3", Set("exec-1", "exec-3")), dirs, -1, () => now)
+    f.follow(op)
+    val files0 = new CheckpointFiles(hadoop(locationOf(0)), StoreIdentity(0, 0, "default"), pool)
+    // the store was here, closed cleanly at the head: resuming it is the cheapest copy, nothing is fetched
+    val here = dirs.acquire(locationOf(0))
+    val resumed = new LineageStore(files0, here.dir, defaultSettings)
+    resumed.load(batches(s, 5 to 5))
+    resumed.close()
+    here.release()
+    assert(dirs.closedAt(locationOf(0)).isDefined)
+    now += 1000
+    f.poll(Long.MaxValue)
+    assert(dirs.resumable(locationOf(0)) && f.bytesFetched.get == 0 && f.refreshes.get == 0)
+
+    // the store moves on on another executor: the directory it left becomes the copy, which fetches only
+    // what changed since
+    val head = batches(s, 6 to 9)
+    val expected = contents(s)
+    now += 1000
+    f.poll(Long.MaxValue)
+    assert(!dirs.resumable(locationOf(0)))
+    assert(f.refreshes.get == 1 && f.bytesFetched.get > 0)
+    val standby = dirs.acquireStandby(locationOf(0)).get
+    val copy = new StandbyCopy(standby, files0)
+    assert(copy.reached.exists(_.version >= 8), s"copy at ${copy.reached}")
+    assert(
+      f.bytesFetched.get < copy.bytesHeld,
+      "the copy fetched every file: the left directory was not used"
+    )
+    standby.release()
+    // and a load here takes it over and equals the lineage
+    val lease = dirs.acquire(locationOf(0))
+    assert(lease.standby.isDefined)
+    val taken = new LineageStore(files0, lease.dir, defaultSettings)
+    taken.load(head)
+    assert(contents(taken) == expected)
+    taken.close()
+    lease.release()
+  }
+
   test("with n replicas an executor follows exactly the stores StandbyPlan.follows gives it") {
     (0 until 6).foreach(p => batches(owner(p), 1 to 2))
     val all = Set("exec-1", "exec-2", "exec-3")
