@@ -175,16 +175,28 @@ LISTENERS_KEY = "spark.sql.streaming.streamingQueryListeners"
 PROVIDER_CHECK_LISTENER = "io.lineagestore.spark.ProviderCheckListener"
 SNAPSHOT_LAG_LISTENER = "io.lineagestore.spark.SnapshotLagListener"
 LINEAGE_LISTENERS = (PROVIDER_CHECK_LISTENER, SNAPSHOT_LAG_LISTENER)
+PLUGINS_KEY = "spark.plugins"
+# Carries the standby followers' reports to the driver and back (standbyReplicas, docs/operations.md), so
+# that an executor with no store of a query still keeps standby copies of it; idle when standbys are off.
+STANDBY_PLUGIN = "io.lineagestore.spark.StandbyPlugin"
 
 
-def _add_listener(builder: Any) -> Any:
-    """Append lineagestore's query listeners to the builder's, keeping the user's own."""
-    existing = (getattr(builder, "_options", {}) or {}).get(LISTENERS_KEY, "")
-    listeners = [x.strip() for x in str(existing).split(",") if x.strip()]
-    missing = [x for x in LINEAGE_LISTENERS if x not in listeners]
+def _append_classes(builder: Any, key: str, classes: tuple[str, ...]) -> Any:
+    """Append ``classes`` to the builder's comma-separated list ``key``, keeping the user's own entries and
+    their order, and adding none twice."""
+    existing = (getattr(builder, "_options", {}) or {}).get(key, "")
+    listed = [x.strip() for x in str(existing).split(",") if x.strip()]
+    missing = [x for x in classes if x not in listed]
     if not missing:
         return builder
-    return builder.config(LISTENERS_KEY, ",".join([*listeners, *missing]))
+    return builder.config(key, ",".join([*listed, *missing]))
+
+
+def _add_listeners_and_plugin(builder: Any) -> Any:
+    """Append lineagestore's query listeners and its plugin to the builder's, keeping the user's own."""
+    return _append_classes(
+        _append_classes(builder, LISTENERS_KEY, LINEAGE_LISTENERS), PLUGINS_KEY, (STANDBY_PLUGIN,)
+    )
 
 
 def provided_jar(builder: Any) -> str | None:
@@ -274,7 +286,7 @@ def configure(
     builder = builder.config("spark.sql.streaming.stateStore.providerClass", PROVIDER_CLASS).config(
         FORMAT_VERSION_KEY, "2"
     )
-    builder = _add_listener(builder)
+    builder = _add_listeners_and_plugin(builder)
     conf = opts.to_spark_conf()
     for name in settings:  # explicitly given keywords are set even when equal to the default
         spec = names(SPECS)[name]
@@ -328,8 +340,4 @@ SESSION_EXTENSION = "io.lineagestore.spark.LineageSessionExtensions"
 def _with_session_extension(builder: Any) -> Any:
     """Append lineagestore's session extension (transformWithState on lineagestore, docs/transform-with-state.md)
     to the builder's ``spark.sql.extensions``, keeping the user's own extensions and their order."""
-    existing = getattr(builder, "_options", {}).get("spark.sql.extensions", "")
-    listed = [name.strip() for name in existing.split(",") if name.strip()]
-    if SESSION_EXTENSION in listed:
-        return builder
-    return builder.config("spark.sql.extensions", ",".join([*listed, SESSION_EXTENSION]))
+    return _append_classes(builder, "spark.sql.extensions", (SESSION_EXTENSION,))

@@ -29,3 +29,12 @@ def test_a_later_setting_turns_the_extension_off():
     builder = lineagestore.configure(SparkSession.Builder(), use_bundled_jar=False)
     off = builder.config("spark.sql.extensions", "org.example.A")._options["spark.sql.extensions"]
     assert off == "org.example.A"
+
+
+def test_configure_adds_the_standby_plugin_after_the_users_own():
+    from lineagestore._session import STANDBY_PLUGIN
+
+    builder = SparkSession.Builder().config("spark.plugins", "org.example.P")
+    once = lineagestore.configure(builder, use_bundled_jar=False)._options["spark.plugins"]
+    assert once == f"org.example.P,{STANDBY_PLUGIN}"
+    assert lineagestore.configure(builder, use_bundled_jar=False)._options["spark.plugins"] == once

@@ -33,16 +33,25 @@ trait StandbySource {
 
   /** The blob store at `store.location`. */
   def blobsOf(store: FollowedStore): BlobStore
+
+  /** Tells the cluster which operators this executor owns a store of (`own`) and returns the operators any
+    * executor does ([[StandbyRegistry]], on the driver), so that this executor follows them even with no
+    * store of its own. Called once per poll; may block for one round trip. Empty where no registry is
+    * reachable (then the executor follows only what its own providers named).
+    */
+  def cluster(own: Set[FollowedOperator]): Set[FollowedOperator] = Set.empty
 }
 
 /** Keeps this executor's standby copies ([[StandbyCopy]]) following their stores' lineages, with no task on
-  * the executor: each poll lists the stores of every followed operator, and for each store this executor
-  * follows ([[StandbyPlan.follows]]) lists the store's directory and refreshes its copy to the newest
-  * snapshot found there (a store closed cleanly here is left to resume until it moves on elsewhere, then its
-  * directory becomes the copy: [[refreshNow]]). Refreshes run one after another on the polling thread (one
-  * per executor), their file transfers on `pool` (`standbyThreads`, executor-wide, apart from the stores'
-  * transfer pool, so a store's own restore never queues behind a standby; no task on `pool` waits for another
-  * there). A failing store backs off ([[StandbyPlan.nextPollMs]]).
+  * the executor: each poll lists the stores of every followed operator (named by a provider here, or by the
+  * cluster's registry: [[StandbySource.cluster]]; one with a store open here stays followed as long as it
+  * is), and for each store this executor follows ([[StandbyPlan.follows]]) lists the store's directory and
+  * refreshes its copy to the newest snapshot found there (a store closed cleanly here is left to resume until
+  * it moves on elsewhere, then its directory becomes the copy: [[refreshNow]]). Refreshes run one after
+  * another on the polling thread (one per executor), their file transfers on `pool` (`standbyThreads`,
+  * executor-wide, apart from the stores' transfer pool, so a store's own restore never queues behind a
+  * standby; no task on `pool` waits for another there). A failing store backs off
+  * ([[StandbyPlan.nextPollMs]]).
   *
   * The newest snapshot on storage may be of an attempt Spark never committed (a retried or speculative task
   * that uploaded one); a copy of it only saves less. The lineage decides what a load loads: a copy is checked
@@ -65,7 +74,7 @@ final class StandbyFollower(
   import StandbyFollower._
 
   private var operators = Map.empty[FollowedOperator, Long] // -> last time a provider named it
-  private var ownedHere = Set.empty[String] // locations with a provider open on this executor
+  private var ownedHere = Map.empty[String, FollowedOperator] // locations with a provider open here
   private var states = Map.empty[String, StoreState] // by location
 
   val bytesFetched = new AtomicLong
@@ -77,8 +86,10 @@ final class StandbyFollower(
   /** A provider on this executor opened a store of `op`: follow the operator's other stores. */
   def follow(op: FollowedOperator): Unit = synchronized { operators += op -> clock() }
 
-  /** A provider of the store at `location` is open here: its own directory is live, no standby of it. */
-  def owned(location: String): Unit = synchronized { ownedHere += location }
+  /** A provider of the store at `location` (of `op`) is open here: its own directory is live, no standby of
+    * it, and `op` stays followed while it is open.
+    */
+  def owned(location: String, op: FollowedOperator): Unit = synchronized { ownedHere += location -> op }
 
   def released(location: String): Unit = synchronized { ownedHere -= location }
 
@@ -91,20 +102,22 @@ final class StandbyFollower(
   def lagOf(location: String): Option[Long] = synchronized(states.get(location).flatMap(_.lag))
 
   /** One round on the calling thread: every store due is refreshed. Returns the stores refreshed without a
-    * failure. Operators no provider named for `retentionMs` are dropped.
+    * failure. Operators no provider named for `retentionMs`, with no store open here, are dropped.
     */
   def poll(retentionMs: Long): Seq[FollowedStore] = {
     val now = clock()
-    val (ops, owned) = synchronized {
-      operators = operators.filter { case (_, seen) => now - seen <= retentionMs }
-      (operators.keys.toSeq, ownedHere)
+    val (named, owned) = synchronized {
+      val open = ownedHere.values.toSet
+      operators = operators.filter { case (op, seen) => open(op) || now - seen <= retentionMs }
+      (operators.keySet, ownedHere)
     }
+    val ops = (named ++ scala.util.Try(source.cluster(owned.values.toSet)).getOrElse(Set.empty)).toSeq
     val executors = source.executors() + source.self
     val due = ops.flatMap(op => scala.util.Try(source.stores(op)).getOrElse(Nil)).filter { s =>
       StandbyPlan.follows(
         source.self,
         executors,
-        owned(s.location),
+        owned.contains(s.location),
         replicas,
         LocalDirectories.keyOf(s.location)
       )

@@ -27,9 +27,19 @@ class StandbyFollowerSuite extends AnyFunSuite with StoreFixture {
   private def hadoop(location: String): BlobStore =
     new HadoopBlobStore(new Path(location), new Configuration(), LineageConf.DeltaUploadPartBytes.default)
 
-  /** A fixed cluster of `executors`, this one `self`; `failing` makes every read of storage fail. */
-  private final class Source(val self: String, all: Set[String], failing: AtomicBoolean = new AtomicBoolean)
-      extends StandbySource {
+  /** A fixed cluster of `executors`, this one `self`; `failing` makes every read of storage fail; `registry`
+    * plays the driver's (what every executor reports, as reported by this one's polls).
+    */
+  private final class Source(
+      val self: String,
+      all: Set[String],
+      failing: AtomicBoolean = new AtomicBoolean,
+      registry: Option[(StandbyRegistry, () => Long)] = None
+  ) extends StandbySource {
+    override def cluster(own: Set[FollowedOperator]): Set[FollowedOperator] = registry match {
+      case Some((r, clock)) => r.report(StandbyRegistry.Report(self, own, Map.empty), clock()).operators
+      case None             => Set.empty
+    }
     def executors(): Set[String] = all
     def stores(o: FollowedOperator): Seq[FollowedStore] =
       Option(new File(root, s"${o.operatorId}").listFiles()).getOrElse(Array.empty[File]).toSeq.map { d =>
@@ -77,7 +87,7 @@ class StandbyFollowerSuite extends AnyFunSuite with StoreFixture {
     var now = 0L
     val f = follower(new Source("exec-1", Set("exec-1", "exec-2")), dirs, -1, () => now)
     f.follow(op)
-    f.owned(locationOf(2))
+    f.owned(locationOf(2), op)
     val refreshed = f.poll(retentionMs = Long.MaxValue)
     assert(refreshed.map(_.location).toSet == Set(0, 1, 3).map(locationOf))
     assert(f.refreshes.get == 3 && f.bytesFetched.get > 0 && f.failures.get == 0)
@@ -119,7 +129,7 @@ class StandbyFollowerSuite extends AnyFunSuite with StoreFixture {
     }
     val lease = dirs.acquire(locationOf(0))
     assert(lease.standby.isDefined)
-    f.owned(locationOf(0))
+    f.owned(locationOf(0), op)
     val taken =
       new LineageStore(
         new CheckpointFiles(counting, StoreIdentity(0, 0, "default"), pool),
@@ -136,6 +146,41 @@ class StandbyFollowerSuite extends AnyFunSuite with StoreFixture {
     f.released(locationOf(0))
     assert(dirs.resumable(locationOf(0)))
     assert(f.poll(Long.MaxValue).isEmpty)
+  }
+
+  test("an executor that never opened a store of an operator follows it from the cluster's registry") {
+    (0 until 2).map(owner).foreach(batches(_, 1 to 4))
+    var now = 0L
+    val registry = new StandbyRegistry(minAgeMs = 10000)
+    // exec-1 owns partition 0 and reports it; exec-2 has no provider of the operator at all
+    registry.report(StandbyRegistry.Report("exec-1", Set(op), Map("k" -> "v")), now)
+    val dirs = new LocalDirectories(new File(tmp, "exec-2-cold"), 3600000)
+    val cold = follower(
+      new Source("exec-2", Set("exec-1", "exec-2"), registry = Some(registry -> (() => now))),
+      dirs,
+      -1,
+      () => now
+    )
+    assert(cold.poll(Long.MaxValue).map(_.location).toSet == Set(0, 1).map(locationOf))
+    assert(cold.refreshes.get == 2)
+    // exec-1's reports stop (its query stopped, or it is gone): past the registry's age nothing is followed
+    now += 20000
+    assert(cold.poll(Long.MaxValue).isEmpty)
+  }
+
+  test("an operator stays followed past the retention while a store of it is open here") {
+    (0 until 2).map(owner).foreach(batches(_, 1 to 4))
+    val dirs = new LocalDirectories(new File(tmp, "exec-1-long"), 3600000)
+    var now = 0L
+    val f = follower(new Source("exec-1", Set("exec-1", "exec-2")), dirs, -1, () => now)
+    f.follow(op)
+    f.owned(locationOf(1), op)
+    assert(f.poll(retentionMs = 1000).map(_.location) == Seq(locationOf(0)))
+    now += 5000 // a provider named it long ago, but is still open: the query runs on
+    assert(f.poll(retentionMs = 1000).map(_.location) == Seq(locationOf(0)))
+    f.released(locationOf(1))
+    now += 5000
+    assert(f.poll(retentionMs = 1000).isEmpty, "no store open here and named too long ago")
   }
 
   test(

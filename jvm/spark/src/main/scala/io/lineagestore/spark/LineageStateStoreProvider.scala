@@ -99,10 +99,10 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
     }
     if (LineageConf.StandbyReplicas.from(confs) != 0) {
       val follower = StandbyFollowers.get(confs, hadoopConf, storeConfs.maintenanceInterval, localDirs)
-      follower.owned(location)
-      follower.follow(
+      val op =
         FollowedOperator(stateStoreId.checkpointRootLocation, stateStoreId.operatorId, stateStoreId.storeName)
-      )
+      follower.owned(location, op)
+      follower.follow(op)
     }
     // one executor-wide pool for every store's transfers (its size is the first store's setting)
     transferPool = SharedTransferPool(LineageConf.TransferThreads.from(confs))

@@ -7,6 +7,7 @@ import scala.util.control.NonFatal
 import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
 import org.apache.spark.SparkEnv
+import org.apache.spark.api.plugin.PluginContext
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.execution.streaming.state.StateStoreId
 import org.apache.spark.sql.execution.streaming.state.lineagestore.SparkInternals
@@ -20,6 +21,7 @@ import io.lineagestore.store.{
   FollowedStore,
   LocalDirectories,
   StandbyFollower,
+  StandbyRegistry,
   StandbySource
 }
 
@@ -28,9 +30,20 @@ import io.lineagestore.store.{
   * standbys this executor follows. Membership comes from Spark's block manager (the shim), stores from
   * listing the operators' state directories, storage through Hadoop with the first provider's configuration.
   * The follower, its pool and its thread live as long as the JVM (daemons), as the transfer pool does.
+  *
+  * With [[StandbyPlugin]] loaded (`spark.plugins`), each poll also reports the operators this executor owns a
+  * store of to the driver and follows every operator the driver knows of ([[StandbySource.cluster]]); without
+  * it, only the operators this executor's own providers named.
+  *
+  * Threads: `current` and `plugin` are set once and read by providers' task threads and the plugin's thread,
+  * under this object's monitor (`plugin` volatile, read by the poll thread).
   */
 private[spark] object StandbyFollowers extends Logging {
   private var current: Option[StandbyFollower] = None
+  @volatile private var plugin: Option[PluginContext] = None
+
+  /** The executor side of [[StandbyPlugin]]: the way to the driver's registry. */
+  def connect(ctx: PluginContext): Unit = plugin = Some(ctx)
 
   def get(
       confs: Map[String, String],
@@ -40,6 +53,9 @@ private[spark] object StandbyFollowers extends Logging {
   ): StandbyFollower = synchronized {
     current.getOrElse {
       val partBytes = LineageConf.DeltaUploadPartBytes.from(confs)
+      // what a cold executor needs to start a follower like this one (StandbyPlugin relays it)
+      val settings =
+        confs.filter(_._1.startsWith(LineageConf.Prefix)) + (StandbyRegistry.PollMsKey -> pollMs.toString)
       val source = new StandbySource {
         def self: String = SparkEnv.get.executorId
         def executors(): Set[String] = SparkInternals.executorIds()
@@ -57,6 +73,10 @@ private[spark] object StandbyFollowers extends Logging {
         }
         def blobsOf(s: FollowedStore): BlobStore =
           new HadoopBlobStore(new Path(s.location), hadoopConf, partBytes)
+        override def cluster(own: Set[FollowedOperator]): Set[FollowedOperator] = plugin match {
+          case Some(ctx) => StandbyPlugin.ask(ctx, StandbyRegistry.Report(self, own, settings)).operators
+          case None      => Set.empty
+        }
       }
       val pool = DaemonThreads.pool(LineageConf.StandbyThreads.from(confs), "lineagestore-standby")
       val follower = new StandbyFollower(
