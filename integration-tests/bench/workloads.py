@@ -10,6 +10,7 @@ steady-state batches; the two restore batches after them are small (they measure
 | ``dedup`` | ``dropDuplicates(id)``, append | up to ``keys`` ids | ``update_fraction * keys`` ids drawn from ``[0, keys)`` |
 | ``join`` | stream-stream inner join with watermarks and a time-range condition | ~``join_window`` batches of rows per side | ``join_rows`` rows per side |
 | ``tws`` | ``transformWithState`` (Python, Row API): ValueState + ListState + MapState per key | ``tws_keys`` keys | ``update_fraction * tws_keys`` rows |
+| ``tws_list`` | ``transformWithState`` (Python, Row API): a ListState appended to per row, never trimmed (plus a ValueState count) | ``tws_keys`` lists, growing every batch | ``update_fraction * tws_keys`` rows (appends) |
 
 The queries write to the ``noop`` sink: the benchmark measures the state store, not a sink.
 """
@@ -25,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-WORKLOADS = ("agg", "dedup", "join", "tws")
+WORKLOADS = ("agg", "dedup", "join", "tws", "tws_list")
 BATCH_SECONDS = 10  # event time advances this much per batch (join, tws)
 T0 = 1_700_000_000  # event time of batch 0, epoch seconds
 
@@ -107,7 +108,7 @@ def batch_tables(workload: str, sizes: Sizes, batch: int, kind: str, seed: int =
                 }
             ),
         }
-    if workload == "tws":
+    if workload in ("tws", "tws_list"):
         if kind == "load":
             keys = np.arange(sizes.tws_keys, dtype="int64")
         else:
@@ -133,6 +134,7 @@ SCHEMAS = {
     "dedup": {"in": "id long, v long"},
     "join": {"left": "id long, lt timestamp, lv long", "right": "id long, rt timestamp, rv long"},
     "tws": {"in": "k long, v long"},
+    "tws_list": {"in": "k long, v long"},
 }
 
 
@@ -178,6 +180,15 @@ def build_query(spark, workload: str, sizes: Sizes, input_root: Path):
             timeMode="None",
         )
         return out, "update"
+    if workload == "tws_list":
+        df = stream(spark, input_root, "in", schemas["in"])
+        out = df.groupBy("k").transformWithState(
+            statefulProcessor=ListAppendProcessor(),
+            outputStructType="k long, n long",
+            outputMode="Update",
+            timeMode="None",
+        )
+        return out, "update"
     raise ValueError(f"unknown workload {workload!r}")
 
 
@@ -214,5 +225,26 @@ try:  # the processor class needs pyspark; the module stays importable without i
         def close(self) -> None:
             pass
 
+    class ListAppendProcessor(StatefulProcessor):
+        """Per key: every row appended to a ListState that is never read or trimmed, so the lists grow every
+        batch and an append's cost shows whether it depends on the list's length; a ValueState counts them.
+        Emits one row per key and batch."""
+
+        def init(self, handle) -> None:
+            self.count = handle.getValueState("count", "n long")
+            self.values = handle.getListState("values", "v long")
+
+        def handleInputRows(self, key, rows, timerValues) -> Iterator[Row]:
+            n = self.count.get()[0] if self.count.exists() else 0
+            for row in rows:
+                n += 1
+                self.values.appendValue((row.v,))
+            self.count.update((n,))
+            yield Row(k=key[0], n=n)
+
+        def close(self) -> None:
+            pass
+
 except ImportError:  # pragma: no cover
     ListMapProcessor = None  # type: ignore[assignment,misc]
+    ListAppendProcessor = None  # type: ignore[assignment,misc]

@@ -153,9 +153,9 @@ final class LocalRocksDb(
     * [[PendingWrites.noteRead]]).
     */
   def exists(key: Array[Byte]): Boolean = pending.find(key) match {
-    case null                               => committed(key) != null
+    case null                               => committedExists(key)
     case read if PendingWrites.isRead(read) => PendingWrites.readExists(read)
-    case entry                              => PendingWrites.resolve(entry, committed(key)) != null
+    case entry                              => PendingWrites.existsAfter(entry)
   }
 
   /** The committed value only, ignoring the batch in progress (the in-flight batch, if any, is committed). */
@@ -223,6 +223,35 @@ final class LocalRocksDb(
         }
     }
   }
+
+  /** Whether `key` has a committed value, without reading it: a list's value is as long as the list, and
+    * every append checks existence (key counts), so reading the value made an append cost the list's length
+    * (twice: a second append to a key in one batch re-read the committed list to fold the first into it).
+    * RocksDB reads into a buffer of no bytes, answering only the value's length; a batch in flight answers
+    * from its entry, which never depends on the committed value for existence.
+    */
+  private def committedExists(key: Array[Byte]): Boolean = {
+    committedLookups += 1
+    val f = inFlight
+    if (f == null) {
+      if (behind != null) throw new LocalApplyFailed(dir, behind)
+      rocksDbHas(key)
+    } else if (f.written.isDone) { settleInFlight(rethrow = true); rocksDbHas(key) }
+    else {
+      val writes = f.writes // null once RocksDB holds them all
+      if (writes == null) rocksDbHas(key)
+      else
+        writes.lookup(key) match {
+          case null =>
+            if (f.written.isCompletedExceptionally) settleInFlight(rethrow = true) // as in committed()
+            rocksDbHas(key)
+          case entry => PendingWrites.existsAfter(entry)
+        }
+    }
+  }
+
+  private def rocksDbHas(key: Array[Byte]): Boolean =
+    db.get(readOptions, key, LocalRocksDb.NoValueBytes) != RocksDB.NOT_FOUND
 
   /** `everyChange`: keep this change beside the key's earlier ones in this batch (see [[PendingWrites]]). */
   def put(key: Array[Byte], value: Array[Byte], everyChange: Boolean = false): Unit = {
@@ -582,4 +611,10 @@ final class LocalRocksDb(
     LocalFiles.deleteRecursively(spillRoot)
     writeOptions.close(); readOptions.close(); options.close(); bloom.close(); statistics.close()
   }
+}
+
+object LocalRocksDb {
+
+  /** The buffer an existence check reads a value into: none of its bytes are copied, only its length told. */
+  private val NoValueBytes = new Array[Byte](0)
 }

@@ -477,6 +477,17 @@ object PendingWrites {
     case _             => false
   }
 
+  /** Whether the key has a value after `entry`, whatever its committed value: only a delete as its last
+    * change leaves none (an append to no value leaves the appended elements). Existence checks (key counts)
+    * then never read a list's committed value.
+    */
+  def existsAfter(entry: Entry): Boolean = entry match {
+    case c: ChangeList       => c.list.last != Change.Delete
+    case t if t eq Tombstone => false
+    case _: Array[Byte]      => true
+    case other               => throw new IllegalStateException(s"pending entry $other")
+  }
+
   /** The key's value after the batch (null: deleted), given its committed value (read only if needed). */
   def resolve(entry: Entry, committed: => Array[Byte]): Array[Byte] = entry match {
     case c: ChangeList       => ListMerge.applyAll(if (needsCommitted(c)) committed else null, c.list)

@@ -167,4 +167,56 @@ class BatchReadsSuite extends AnyFunSuite {
       assert(keys(db.scanCommitted(k(0), null)) == List("key-0001", "key-0003"))
     } finally { holding = false; db.close() }
   }
+
+  test(
+    "appends to a list check existence without its value: one lookup per key and batch, batch in flight too"
+  ) {
+    val held = new java.util.concurrent.LinkedBlockingQueue[Runnable]
+    @volatile var holding = false // the apply pool holds each batch's write until the test runs it
+    val applyPool: java.util.concurrent.Executor = r => if (holding) held.add(r) else r.run()
+    val dir = TempDirs.create("lineagestore-batch-reads")
+    val db =
+      new LocalRocksDb(dir, RocksDbTuning(64L << 20, 16L << 20), Long.MaxValue, "maxPendingBytes", applyPool)
+    val element = Array.fill[Byte](64)('e'.toByte)
+    def list(n: Int) = Seq.fill(n)(new String(element, UTF_8)).mkString(",")
+    // 50 appends to each of 12 keys; the committed lookups they made
+    def appendRound(existedBefore: Int => Boolean): Long = {
+      val before = db.committedLookups
+      (0 until 50).foreach { round =>
+        (0 until 12).foreach { i =>
+          assert(db.exists(k(i)) == (round > 0 || existedBefore(i)), s"key $i, append $round")
+          db.merge(k(i), element)
+        }
+      }
+      db.committedLookups - before
+    }
+    try {
+      (0 until 10).foreach(i => db.merge(k(i), element))
+      db.commit()
+      assert(appendRound(_ < 10) == 12, "appends looked up the committed lists")
+      db.commit()
+      assert(appendRound(_ => true) == 12)
+      holding = true
+      db.commitInBackground()
+      // a batch in flight (its write held): existence answered from its entries, with no wait for the write
+      // (one would wait until the rescue below runs the write)
+      @volatile var rescued = false
+      val rescue = new Thread(() => {
+        Thread.sleep(5000)
+        Option(held.poll()).foreach { r => rescued = true; r.run() }
+      })
+      rescue.setDaemon(true)
+      rescue.start()
+      db.delete(k(11)) // this batch clears one list, then appends to it
+      assert(appendRound(_ != 11) == 11)
+      assert(!rescued, "an existence check waited for the batch in flight")
+      Option(held.poll()).foreach(_.run())
+      holding = false
+      db.commit()
+      def elements(i: Int) = new String(db.get(k(i)), UTF_8).split(',').toSeq
+      assert(elements(0) == list(1 + 3 * 50).split(',').toSeq)
+      assert(elements(10) == list(3 * 50).split(',').toSeq)
+      assert(elements(11) == list(50).split(',').toSeq) // cleared in the last batch, then 50 appends
+    } finally { holding = false; db.close() }
+  }
 }

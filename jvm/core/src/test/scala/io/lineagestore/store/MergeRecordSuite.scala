@@ -110,4 +110,42 @@ class MergeRecordSuite extends AnyFunSuite with StoreFixture {
       s"an append's delta holds the element, not the list: ${sizes.head}"
     )
   }
+
+  test(
+    "many appends per key across batches: values and key counts match a model, restored from a snapshot too"
+  ) {
+    val s = newStore()
+    s.load(CheckpointId.Empty)
+    val model = scala.collection.mutable.Map.empty[String, Vector[String]]
+    val rng = new scala.util.Random(50)
+    val ids = (1 to 8).map { batch =>
+      (1 to 400).foreach { n =>
+        val key = s"k${rng.nextInt(40)}"
+        if (n % 97 == 0) {
+          s.delete(D, b(key), everyChange = true) // a list cleared, maybe appended to again in this batch
+          model -= key
+        } else {
+          val element = s"$batch.$n"
+          s.merge(D, b(key), b(element))
+          model(key) = model.getOrElse(key, Vector.empty) :+ element
+        }
+        assert(s.columnFamilies.counts("default") == model.size, s"batch $batch, change $n")
+      }
+      val id = s.commit()
+      if (batch == 5) { s.freezeNow(); assert(s.uploadSnapshots() == 1) }
+      assert(contents(s) == model.map { case (k, v) => k -> v.mkString(",") }.toMap, s"batch $batch")
+      id
+    }
+    val expected = model.map { case (k, v) => k -> v.mkString(",") }.toMap
+    val restored = newStore()
+    val plan = restored.load(ids.last)
+    assert(plan.base == LoadBase.Snapshot(ids(4)) && plan.deltas == ids.drop(5), s"restored from $plan")
+    assert(contents(restored) == expected)
+    assert(restored.columnFamilies.counts("default") == expected.size)
+    // and the restored store goes on appending with the right counts
+    restored.merge(D, b("new"), b("x"))
+    restored.merge(D, b("k0"), b("y"))
+    restored.commit()
+    assert(restored.columnFamilies.counts("default") == (expected.keySet + "new" + "k0").size)
+  }
 }

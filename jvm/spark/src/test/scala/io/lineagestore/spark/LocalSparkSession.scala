@@ -52,6 +52,14 @@ trait LocalSparkSession extends BeforeAndAfterAll { this: Suite =>
 }
 
 object LocalSparkSession {
+
+  /** Every file under `f` (none if it does not exist). */
+  def walk(f: File): Seq[File] =
+    Option(f.listFiles())
+      .getOrElse(Array.empty[File])
+      .toSeq
+      .flatMap(c => if (c.isDirectory) walk(c) else Seq(c))
+
   def deleteRecursively(f: File): Unit = if (f != null) {
     if (f.isDirectory) Option(f.listFiles()).getOrElse(Array.empty[File]).foreach(deleteRecursively)
     f.delete()

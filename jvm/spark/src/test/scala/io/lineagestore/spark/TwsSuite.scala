@@ -165,13 +165,9 @@ class TwsSuite extends AnyFunSuite with LocalSparkSession {
     assert(ourPlans.size == runs.size && ourPlans.forall(_.contains(ourNode)), ourPlans)
     assert(theirPlans.size == runs.size && theirPlans.forall(!_.contains(ourNode)), theirPlans)
     val deltas =
-      walk(new File(tmp, "tws-lineage/state")).filter(_.getName.matches("""\d+_[A-Za-z0-9-]+\.delta"""))
+      LocalSparkSession
+        .walk(new File(tmp, "tws-lineage/state"))
+        .filter(_.getName.matches("""\d+_[A-Za-z0-9-]+\.delta"""))
     assert(deltas.nonEmpty, "state was not written by lineagestore")
   }
-
-  private def walk(f: File): Seq[File] =
-    Option(f.listFiles())
-      .getOrElse(Array.empty[File])
-      .toSeq
-      .flatMap(c => if (c.isDirectory) walk(c) else Seq(c))
 }
