@@ -325,7 +325,8 @@ def run_provider(provider: str, spark, cluster, s3, limit, args, work: Path) -> 
             # the victim's stores' local bytes just before the kill: what a recovery has to bring back
             "lostStores": sorted(lost),
             "lostStoreBytes": sum(lost.values()),
-            "downloadedOfLost": round(downloaded / max(1, sum(lost.values())), 3),
+            # None where the lost stores are not known (Spark's provider's local layout is not read here)
+            "downloadedOfLost": round(downloaded / sum(lost.values()), 3) if lost else None,
             "lineagestoreBytesDownloaded": metric("lineagestoreBytesDownloaded"),
             "lineagestoreLoadsFromStandby": metric("lineagestoreLoadsFromStandby"),
             "lineagestoreStandbyBytesTaken": metric("lineagestoreStandbyBytesTaken"),
@@ -349,7 +350,11 @@ def run_provider(provider: str, spark, cluster, s3, limit, args, work: Path) -> 
         "kills": kills,
         "recoveryS": round(statistics.median(k["recoveryS"] for k in kills), 2),
         "downloadedBytes": int(statistics.median(k["downloadedBytes"] for k in kills)),
-        "downloadedOfLost": round(statistics.median(k["downloadedOfLost"] for k in kills), 3),
+        "downloadedOfLost": (
+            round(statistics.median(known), 3)
+            if (known := [k["downloadedOfLost"] for k in kills if k["downloadedOfLost"] is not None])
+            else None
+        ),
     }
 
 
@@ -381,7 +386,8 @@ def summarize(results: dict, args, out: Path) -> None:
         each = ", ".join(f"{k['recoveryS']:.1f}" for k in r["kills"])
         lines.append(
             f"| {name} | {r['stateBytesOnS3'] / 1e9:.2f} GB | {r['updateBatchS']:.1f} s | {each} s | "
-            f"{r['recoveryS']:.1f} s | {r['downloadedBytes'] / 1e6:.0f} MB | {r['downloadedOfLost']:.1%} |"
+            f"{r['recoveryS']:.1f} s | {r['downloadedBytes'] / 1e6:.0f} MB | "
+            + (f"{r['downloadedOfLost']:.1%} |" if r["downloadedOfLost"] is not None else "not measured |")
         )
     for name, rt in ratio.items():
         lines.append(
