@@ -10,6 +10,7 @@ import java.util.UUID
 import scala.util.control.NonFatal
 
 import io.lineagestore.config.LineageConf
+import io.lineagestore.lineage.CheckpointId
 
 /** The executor-local directories of stores. A store's directory outlives the provider that used it, so the
   * next provider of the same store on this host (a restarted query, a task scheduled here again) restores
@@ -107,7 +108,7 @@ final class LocalDirectories(
     new File(new File(storesDir, LocalDirectories.keyOf(location)), CleanCloseRecord.FileName).exists()
 
   /** The checkpoint the store at `location`'s own directory here was closed cleanly at (None: no record). */
-  def closedAt(location: String): Option[io.lineagestore.lineage.CheckpointId] =
+  def closedAt(location: String): Option[CheckpointId] =
     CleanCloseRecord.peek(new File(storesDir, LocalDirectories.keyOf(location))).map(_.loaded)
 
   /** Makes the store at `location`'s own directory here, closed cleanly, its standby copy's starting files:
@@ -239,7 +240,7 @@ final class LocalLease(
 /** A standby copy taken over by a store's directory: the snapshot its record named (None: it was incomplete)
   * and the bytes it held.
   */
-final case class StandbyTaken(reached: Option[io.lineagestore.lineage.CheckpointId], bytes: Long)
+final case class StandbyTaken(reached: Option[CheckpointId], bytes: Long)
 
 /** A standby copy's directory, locked until [[release]] (see [[LocalDirectories.acquireStandby]]). */
 final class StandbyLease(val dir: File, release: () => Unit) {
