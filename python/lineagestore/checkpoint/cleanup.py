@@ -19,11 +19,7 @@ def gc(
 ) -> dict:
     results = []
     latest = cp.batches[-1] if cp.batches else -1
-    # each operator's partition count in the newest committed batch: the stores it names
-    current: dict[int, int] = {}
-    for s in cp.stores:
-        if any(b == latest for b, _, _ in s.commits):
-            current[s.operator_id] = max(current.get(s.operator_id, 0), s.partition_id + 1)
+    current = cp.current_partitions()
     progress.start("gc (deleting)" if apply else "gc (planning)", len(cp.stores))
     for s in cp.stores:
         r = tools.gc_store(s, s.commit_log(), retain, grace_ms, apply, current.get(s.operator_id, 0), latest)

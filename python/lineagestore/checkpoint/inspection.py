@@ -37,9 +37,10 @@ TOTAL_KEYS = (
 
 def inspect(tools: JvmTools, cp: Checkpoint, progress: Progress = NO_PROGRESS) -> dict:
     reports = []
+    current = cp.current_partitions()
     progress.start("inspect", len(cp.stores))
     for s in cp.stores:
-        r = tools.inspect_store(s, s.commit_log())
+        r = tools.inspect_store(s, s.commit_log(), current.get(s.operator_id, 0))
         r["path"] = s.path
         mark_damage(r)
         reports.append(r)

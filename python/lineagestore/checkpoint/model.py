@@ -62,6 +62,18 @@ class Checkpoint:
     def rel(self, uri: str) -> str:
         return uri[len(self.uri) :].lstrip("/") if uri.startswith(self.uri) else uri
 
+    def current_partitions(self) -> dict[int, int]:
+        """Each operator's partition count in the newest committed batch: one past the highest partition whose
+        stores it names. A store at or above it belongs to a partition a repartition removed, which gc
+        retires whole once no retained batch names it (CleanupPlanner.shrunkBelow); an operator the newest
+        batch names no store of is absent (unknown)."""
+        latest = self.batches[-1] if self.batches else -1
+        current: dict[int, int] = {}
+        for s in self.stores:
+            if any(b == latest for b, _, _ in s.commits):
+                current[s.operator_id] = max(current.get(s.operator_id, 0), s.partition_id + 1)
+        return current
+
 
 def to_uri(path: str) -> str:
     """A local path becomes an absolute ``file:`` URI; anything with a scheme (``s3a://``, ``hdfs://``,

@@ -16,7 +16,11 @@ def verify_targets(tools: JvmTools, cp: Checkpoint, retain: int | None) -> dict[
     if retain is not None:
         newest = cp.batches[-retain:]
         return {s.path: newest for s in cp.stores}
-    return {s.path: tools.retained_batches(s, s.commit_log())["retained"] for s in cp.stores}
+    current = cp.current_partitions()
+    return {
+        s.path: tools.retained_batches(s, s.commit_log(), current.get(s.operator_id, 0))["retained"]
+        for s in cp.stores
+    }
 
 
 def verify(

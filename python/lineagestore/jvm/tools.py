@@ -179,16 +179,29 @@ class JvmTools:
     def inspect_adjunct_table(self, uri: str) -> dict:
         return self._json("inspectAdjunctTable", uri)
 
-    def retained_batches(self, store: Any, commit_log: str) -> dict:
+    def retained_batches(self, store: Any, commit_log: str, current_partitions: int = 0) -> dict:
         """``{"retained": [...], "beyondRetention": [...]}``: the batches of ``commit_log`` retention still
-        holds in this store, and the older ones a clean-up removed (the store's own retention decides)."""
+        holds in this store, and the older ones a clean-up removed (the store's own retention decides).
+        ``current_partitions`` as for ``gc_store``: a store above it that gc retired whole holds nothing."""
         return self._json(
-            "retainedBatches", store.uri, store.operator_id, store.partition_id, store.store_name, commit_log
+            "retainedBatches",
+            store.uri,
+            store.operator_id,
+            store.partition_id,
+            store.store_name,
+            commit_log,
+            current_partitions,
         )
 
-    def inspect_store(self, store: Any, commit_log: str) -> dict:
+    def inspect_store(self, store: Any, commit_log: str, current_partitions: int = 0) -> dict:
         return self._json(
-            "inspectStore", store.uri, store.operator_id, store.partition_id, store.store_name, commit_log
+            "inspectStore",
+            store.uri,
+            store.operator_id,
+            store.partition_id,
+            store.store_name,
+            commit_log,
+            current_partitions,
         )
 
     def verify_store(self, store: Any, targets: str, scratch_dir: str = "") -> dict:

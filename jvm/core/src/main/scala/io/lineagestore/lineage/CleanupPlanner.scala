@@ -137,7 +137,13 @@ object CleanupPlanner {
       latestBatch: Long,
       retainBatches: Int
   ): Boolean =
-    currentPartitions > 0 && partitionId >= currentPartitions && lastNamedBatch <= latestBatch - retainBatches
+    shrunkBelow(partitionId, currentPartitions) && lastNamedBatch <= latestBatch - retainBatches
+
+  /** Whether a repartition shrank the store's operator below its partition: `currentPartitions` (the count
+    * the newest committed batch names; 0 when unknown) no longer includes `partitionId`.
+    */
+  def shrunkBelow(partitionId: Int, currentPartitions: Int): Boolean =
+    currentPartitions > 0 && partitionId >= currentPartitions
 
   /** Whether `lineage` reaches far enough down for retention to decide: to a committed snapshot at or below
     * the oldest retained version (below it nothing else is needed). The walk ends by itself at version 1 and

@@ -99,18 +99,26 @@ object RetentionPlanner {
     * names below it is another lineage, possibly another provider's files under the same names): retention
     * holds from the fresh start at the lowest.
     *
+    * A store a repartition shrank its operator below (`shrunk`, [[CleanupPlanner.shrunkBelow]]) that holds no
+    * file of its committed lineage any more is one a clean-up retired whole ([[retire]]): nothing of it is
+    * held (the result is past its newest version), so its missing files are not damage. One that still holds
+    * some is judged like any store: restarting from a batch before the repartition reads it.
+    *
     * @return
     *   None when no committed version is known
     */
   def heldFrom(
       committedAll: Map[Long, String],
       existing: Seq[CheckpointFile],
-      freshStart: Option[CheckpointId] = None
+      freshStart: Option[CheckpointId] = None,
+      shrunk: Boolean = false
   ): Option[Long] = {
     val committed = freshStart.fold(committedAll)(f => committedAll.filter(_._1 >= f.version))
     if (committed.isEmpty) return None
     val snapshots = existing.filter(_.kind == Snapshot).map(_.id).toSet
     val deltas = existing.filter(_.kind == Delta).map(_.id).toSet
+    val onLineage = (snapshots ++ deltas).exists(id => committed.get(id.version).contains(id.uniqueId))
+    if (shrunk && !onLineage) return Some(committed.keys.max + 1)
     val oldestKnown = committed.keys.min
     val oldestBase = committed.toSeq
       .map { case (v, id) => CheckpointId(v, id) }

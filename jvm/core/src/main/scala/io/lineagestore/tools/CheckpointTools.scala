@@ -177,10 +177,12 @@ object CheckpointTools {
       operatorId: Long,
       partitionId: Int,
       storeName: String,
-      commitLog: String
+      commitLog: String,
+      currentPartitions: Int // of this operator in the newest committed batch (0: unknown)
   ): String =
     ToolStore.using(StoreRef(operatorId, partitionId, storeName, dir)) { s =>
-      val (held, beyond) = StoreVerifier.retained(s, CommitLogEntry.parseLines(commitLog))
+      val shrunk = CleanupPlanner.shrunkBelow(partitionId, currentPartitions)
+      val (held, beyond) = StoreVerifier.retained(s, CommitLogEntry.parseLines(commitLog), shrunk)
       obj(
         "retained" -> arr(held.map(e => Num(e.batchId))),
         "beyondRetention" -> arr(beyond.map(e => Num(e.batchId)))
@@ -193,10 +195,14 @@ object CheckpointTools {
       operatorId: Long,
       partitionId: Int,
       storeName: String,
-      commitLog: String
+      commitLog: String,
+      currentPartitions: Int // of this operator in the newest committed batch (0: unknown)
   ): String =
     ToolStore.using(StoreRef(operatorId, partitionId, storeName, dir)) { s =>
-      StoreInspection.inspect(s, CommitLogEntry.parseLines(commitLog), System.currentTimeMillis()).render
+      val shrunk = CleanupPlanner.shrunkBelow(partitionId, currentPartitions)
+      StoreInspection
+        .inspect(s, CommitLogEntry.parseLines(commitLog), System.currentTimeMillis(), shrunk)
+        .render
     }
 
   /** See [[StoreVerifier.verify]]; `targets` are the commit log lines of the batches to check; restores go

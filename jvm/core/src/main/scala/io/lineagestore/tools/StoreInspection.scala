@@ -22,11 +22,13 @@ import io.lineagestore.tools.Json._
   * Damage is judged as `lineagestore verify` judges it: a damaged file a retained committed batch needs (a
   * committed checkpoint at or above where retention holds from, [[RetentionPlanner.heldFrom]]) is an error;
   * one no retained committed batch needs (an orphan or pending attempt, a committed file below what retention
-  * holds) is listed under `damageNotNeeded` with its status, for the command line to name as a note.
+  * holds) is listed under `damageNotNeeded` with its status, for the command line to name as a note. A store
+  * a repartition shrank its operator below (`shrunk`) and a clean-up retired whole holds nothing retention
+  * needs.
   */
 object StoreInspection {
 
-  def inspect(store: ToolStore, log: Seq[CommitLogEntry], nowMs: Long): Json = {
+  def inspect(store: ToolStore, log: Seq[CommitLogEntry], nowMs: Long, shrunk: Boolean = false): Json = {
     val files = store.files
     val listed = store.blobs.list("")
     val sizes = listed.map(b => b.name -> b.size).toMap
@@ -56,7 +58,8 @@ object StoreInspection {
     val heldFrom = RetentionPlanner.heldFrom(
       lineage.committed,
       parsed.map { case (_, (id, kind)) => CheckpointFile(id, kind) },
-      lineage.freshStart
+      lineage.freshStart,
+      shrunk
     )
     def needed(id: CheckpointId): Boolean = lineage.isCommitted(id) && heldFrom.forall(id.version >= _)
     // (checkpoint, file, error) per damaged header or index

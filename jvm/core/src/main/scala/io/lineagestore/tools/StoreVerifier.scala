@@ -110,11 +110,21 @@ object StoreVerifier {
   /** The entries of `log` whose checkpoints retention still holds in this store
     * ([[io.lineagestore.lineage.RetentionPlanner.heldFrom]]), and the older ones, whose files a clean-up
     * removed (beyond retention: skipped, not damage). What `lineagestore verify` checks without `--retain`.
+    * `shrunk`: a repartition shrank the store's operator below its partition, so a clean-up may have retired
+    * it whole ([[io.lineagestore.lineage.CleanupPlanner.shrunkBelow]]).
     */
-  def retained(store: ToolStore, log: Seq[CommitLogEntry]): (Seq[CommitLogEntry], Seq[CommitLogEntry]) = {
+  def retained(
+      store: ToolStore,
+      log: Seq[CommitLogEntry],
+      shrunk: Boolean = false
+  ): (Seq[CommitLogEntry], Seq[CommitLogEntry]) = {
     val lineage = CommittedLineage.resolve(store.files, log)
-    val from =
-      RetentionPlanner.heldFrom(lineage.committed, store.files.listCheckpointFiles(), lineage.freshStart)
+    val from = RetentionPlanner.heldFrom(
+      lineage.committed,
+      store.files.listCheckpointFiles(),
+      lineage.freshStart,
+      shrunk
+    )
     log.sortBy(_.batchId).partition(e => from.forall(e.id.version >= _))
   }
 

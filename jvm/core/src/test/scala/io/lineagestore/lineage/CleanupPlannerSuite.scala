@@ -240,4 +240,27 @@ class CleanupPlannerSuite extends AnyFunSuite {
     )
     assert(rest.refused.isEmpty && rest.deltas == Seq(d(c(8)), d(c(9))))
   }
+
+  test("a shrunk store a clean-up retired whole holds nothing; one that holds files is judged as any") {
+    val committed = Map(8L -> "w8", 9L -> "w9", 10L -> "w10")
+    assert(
+      CleanupPlanner.shrunkBelow(5, 4) && !CleanupPlanner.shrunkBelow(3, 4) && !CleanupPlanner.shrunkBelow(
+        5,
+        0
+      )
+    )
+    // no file of its lineage left (an attempt above its head is not of it): past its newest version
+    val above = Seq(d(CheckpointId(12, "new")), z(CheckpointId(12, "new")))
+    assert(RetentionPlanner.heldFrom(committed, above, shrunk = true).contains(11L))
+    // the same files of a store not known to be shrunk: everything missing is held (damage)
+    assert(RetentionPlanner.heldFrom(committed, above).contains(8L))
+    // a shrunk store still holding its files (inside the retained window): held as any store's
+    val whole = Seq(d(c(8)), z(c(8)), d(c(9)), d(c(10)))
+    assert(
+      RetentionPlanner.heldFrom(committed, whole, shrunk = true) == RetentionPlanner.heldFrom(
+        committed,
+        whole
+      )
+    )
+  }
 }

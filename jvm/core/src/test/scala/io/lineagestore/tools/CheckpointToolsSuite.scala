@@ -123,7 +123,8 @@ class CheckpointToolsSuite extends AnyFunSuite with BeforeAndAfterEach {
       0,
       0,
       "default",
-      log.map(e => s"${e.batchId} ${e.id.version} ${e.id.uniqueId}").mkString("\n")
+      log.map(e => s"${e.batchId} ${e.id.version} ${e.id.uniqueId}").mkString("\n"),
+      0
     )
     assert(json.contains(""""head": "6_c6""""))
     assert(json.contains(""""snapshotLag": 0"""), json.take(300)) // the head has its own snapshot
@@ -141,7 +142,7 @@ class CheckpointToolsSuite extends AnyFunSuite with BeforeAndAfterEach {
     val log = writeStore()
     Files.delete(new File(storeDir, c(6).snapshotFileName).toPath)
     val lines = log.map(e => s"${e.batchId} ${e.id.version} ${e.id.uniqueId}").mkString("\n")
-    assert(CheckpointTools.inspectStore(ref.dir, 0, 0, "default", lines).contains(""""snapshotLag": 2"""))
+    assert(CheckpointTools.inspectStore(ref.dir, 0, 0, "default", lines, 0).contains(""""snapshotLag": 2"""))
   }
 
   test("a repartitioned store: inspect marks the fresh start, verify passes, gc keeps what loads need") {
@@ -160,7 +161,8 @@ class CheckpointToolsSuite extends AnyFunSuite with BeforeAndAfterEach {
       0,
       0,
       "default",
-      all.map(e => s"${e.batchId} ${e.id.version} ${e.id.uniqueId}").mkString("\n")
+      all.map(e => s"${e.batchId} ${e.id.version} ${e.id.uniqueId}").mkString("\n"),
+      0
     )
     assert(json.contains(""""uniqueId": "f7", "status": "committed""""), json)
     assert(json.contains(""""ancestors": [], "freshStart": true"""), json)
@@ -363,7 +365,7 @@ class CheckpointToolsSuite extends AnyFunSuite with BeforeAndAfterEach {
       // the whole clean-up: the same batches are held
       assert(StoreCleaner.apply(t, plan).isEmpty)
       assert(
-        CheckpointTools.retainedBatches(ref.dir, 0, 0, "default", lines(log)) ==
+        CheckpointTools.retainedBatches(ref.dir, 0, 0, "default", lines(log), 0) ==
           """{"retained": [3, 4, 5], "beyondRetention": [0, 1, 2]}"""
       )
       val r = StoreVerifier.verify(t, StoreVerifier.retained(t, log)._1, tmp)
@@ -387,7 +389,7 @@ class CheckpointToolsSuite extends AnyFunSuite with BeforeAndAfterEach {
   ) {
     val log = writeStore()
     val text = log.map(e => s"${e.batchId} ${e.id.version} ${e.id.uniqueId}").mkString("\n")
-    def inspect() = CheckpointTools.inspectStore(ref.dir, 0, 0, "default", text)
+    def inspect() = CheckpointTools.inspectStore(ref.dir, 0, 0, "default", text, 0)
     def verify() = ToolStore.using(ref)(t => StoreVerifier.verify(t, StoreVerifier.retained(t, log)._1, tmp))
     // the losing attempt x4's delta header, damaged as a disk does (its .crc sidecar kept)
     DiskDamage.flip(new File(storeDir, orphan.deltaFileName), 12)
@@ -475,6 +477,18 @@ class CheckpointToolsSuite extends AnyFunSuite with BeforeAndAfterEach {
     // a second run, with the head already gone, is not refused and finds nothing more
     val again = gc(latest = 8, retain = 2, apply = true)
     assert(again.contains(""""delete": []""") && again.contains(""""refused": null"""), again)
+    // what gc retired is not damage: verify holds none of its batches, inspect needs none of its files
+    assert(
+      CheckpointTools.retainedBatches(ref.dir, 0, 2, "default", text, 2) ==
+        """{"retained": [], "beyondRetention": [0, 1, 2, 3, 4, 5]}"""
+    )
+    val inspected = CheckpointTools.inspectStore(ref.dir, 0, 2, "default", text, 2)
+    assert(inspected.contains(""""errors": []""") && inspected.contains(""""conflicts": []"""), inspected)
+    // the same store, not known to be above the operator's partitions, is all missing: damage, as before
+    assert(
+      CheckpointTools.retainedBatches(ref.dir, 0, 2, "default", text, 0) ==
+        """{"retained": [0, 1, 2, 3, 4, 5], "beyondRetention": []}"""
+    )
   }
 
   test("clone hard-links immutable state files (with their .crc) and copies everything else") {
