@@ -225,6 +225,11 @@ def run(spark: Any, args: Any) -> None:
                 "deltas_replayed": replayed,
                 "delta_bytes": delta_bytes,
                 "snapshot_bytes_downloaded": after["bytesDownloaded"] - before.get("bytesDownloaded", 0),
+                # loads after which the replica sorted what it replayed (an older build: no figure)
+                "replica_compactions": after.get("compactions", 0) - before.get("compactions", 0),
+                "replica_load_ms": after.get("lastLoadMs"),
+                "replica_compact_ms": after.get("lastCompactMs"),
+                "replica_mark_ms": after.get("lastMarkMs"),
             }
         )
         print(json.dumps(results[-1]), flush=True)

@@ -550,6 +550,30 @@ final class LocalRocksDb(
     }
   }
 
+  /** Compacts the committed state into one sorted level when [[ReadCompaction.due]] says a store that is only
+    * read gains by it (memtables flushed first, the compaction waited for); returns whether it ran. Only for
+    * a store no batch is written to: the caller holds it alone.
+    */
+  def compactForReads(): Boolean = {
+    settleInFlight(rethrow = true)
+    val levels = db.getColumnFamilyMetaData.levels.asScala
+    def entries(level: LevelMetaData) = level.files().asScala.map(_.numEntries()).sum
+    val memtables =
+      db.getLongProperty("rocksdb.num-entries-active-mem-table") +
+        db.getLongProperty("rocksdb.num-entries-imm-mem-tables")
+    val unsorted = memtables + levels.filter(_.level() == 0).map(entries).sum
+    val sorted = levels.filter(_.level() > 0).map(entries).sum
+    val due = ReadCompaction.due(unsorted, sorted)
+    if (due) {
+      flushWritten()
+      val options = new CompactRangeOptions()
+        .setBottommostLevelCompaction(CompactRangeOptions.BottommostLevelCompaction.kForceOptimized)
+      try db.compactRange(db.getDefaultColumnFamily, null, null, options)
+      finally options.close()
+    }
+    due
+  }
+
   /** Bytes of SST files per level now, levels with none left out. */
   private[engine] def levelSizes: Map[Int, Long] =
     db.getColumnFamilyMetaData.levels.asScala.filter(_.size() > 0).map(l => l.level() -> l.size()).toMap

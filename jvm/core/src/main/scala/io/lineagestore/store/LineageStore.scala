@@ -297,6 +297,12 @@ final class LineageStore(
   def scan(cf: Int, from: Array[Byte], until: Array[Byte]): CloseableIterator[(Array[Byte], Array[Byte])] =
     scanFamily(cf, from, until)(db.scan)
 
+  /** Compacts the loaded state into one sorted level if a store that is only read gains by it
+    * ([[io.lineagestore.engine.ReadCompaction]]); returns whether it did. For a store no batch is written to
+    * (an adjunct replica, after a load), called with nothing else using it.
+    */
+  def compactForReads(): Boolean = db.compactForReads()
+
   /** A read-only view of the checkpoint now loaded, for threads that share this store's reads (see
     * [[CommittedView]]). Taken by the thread that loaded, with nothing else using the store; waits for the
     * last commit's batch to be in RocksDB first.

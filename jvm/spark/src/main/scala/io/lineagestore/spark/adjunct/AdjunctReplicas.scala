@@ -101,6 +101,9 @@ object AdjunctReplicas {
     private var view: CommittedView = _ // of the version local holds (null: none taken since its last load)
     private var readers = 0
     private var mostReaders = 0 // the most tasks that held the replica at once (tests: lookups overlapped)
+    private var compactions = 0L // loads after which the replica was compacted for reads
+    private var lastCompactMs = 0L // what the last load's compaction check (and compaction) took
+    private var lastMarkMs = 0L // what writing the last marker took
     private var markerSeq = 0L // guarded like the rest: marks are written under this monitor
     private var lastMarker: Option[String] = None
     private var marked: Option[CheckpointId] = None // what the last marker written says the replica holds
@@ -115,11 +118,19 @@ object AdjunctReplicas {
       if (!local.store.loadedCheckpoint.contains(id)) {
         view = null // a load that fails midway leaves no view of what the store held before
         local.load(id)
+        // no reader holds it now: the one time a replayed table can be sorted for its lookups
+        val compactStart = System.nanoTime()
+        if (local.store.compactForReads()) compactions += 1
+        lastCompactMs = (System.nanoTime() - compactStart) / 1000000
       }
       if (view == null) view = local.store.committedView()
       // also when the version is unchanged but its marker was not written (a task killed by an interrupt
       // fails the write)
-      if (!marked.contains(id)) mark(id)
+      if (!marked.contains(id)) {
+        val markStart = System.nanoTime()
+        mark(id)
+        lastMarkMs = (System.nanoTime() - markStart) / 1000000
+      }
       readers += 1
       mostReaders = math.max(mostReaders, readers)
       view
@@ -164,8 +175,9 @@ object AdjunctReplicas {
 
     def release(): Unit = synchronized { readers -= 1; notifyAll() }
 
-    /** The version the replica holds, what its loads cost so far and the most tasks that read it at once
-      * (tests, reports).
+    /** The version the replica holds, what its loads cost so far, how many of them it was compacted after,
+      * what the last refresh's steps took (its load, compaction, marker) and the most tasks that read it at
+      * once (tests, reports).
       */
     def stats: Map[String, Long] = synchronized {
       Option(local).fold(Map.empty[String, Long]) { l =>
@@ -176,7 +188,11 @@ object AdjunctReplicas {
           "filesDownloaded" -> c.filesDownloaded.get,
           "bytesReused" -> c.bytesReused.get,
           "deltasReplayed" -> c.deltasReplayed.get,
-          "mostReaders" -> mostReaders.toLong
+          "mostReaders" -> mostReaders.toLong,
+          "compactions" -> compactions,
+          "lastLoadMs" -> c.lastLoadMs.get,
+          "lastCompactMs" -> lastCompactMs,
+          "lastMarkMs" -> lastMarkMs
         )
       }
     }
