@@ -330,6 +330,7 @@ def run_provider(provider: str, spark, cluster, s3, limit, args, work: Path) -> 
             "lineagestoreBytesDownloaded": metric("lineagestoreBytesDownloaded"),
             "lineagestoreLoadsFromStandby": metric("lineagestoreLoadsFromStandby"),
             "lineagestoreStandbyBytesTaken": metric("lineagestoreStandbyBytesTaken"),
+            "lineagestoreStandbyDeltasReplayed": metric("lineagestoreStandbyDeltasReplayed"),
             "standbyWaitS": None if standby_wait is None else round(standby_wait, 1),
         }
         kills.append(kill)

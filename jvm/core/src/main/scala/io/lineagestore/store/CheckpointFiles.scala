@@ -42,7 +42,8 @@ final class CheckpointFiles(
     val store: StoreIdentity,
     transferPool: ExecutorService,
     ranged: RangedDownload = RangedDownload.Default,
-    checkIdentityOnDownload: Boolean = false
+    checkIdentityOnDownload: Boolean = false,
+    localDeltas: Option[LocalDeltaCopies] = None
 ) extends LineageSource {
   import SnapshotZip.{sharedPath, SharedDir}
 
@@ -104,8 +105,16 @@ final class CheckpointFiles(
 
   override def locate(name: String): String = blobs.locate(name)
 
-  /** Streams a verified delta into `onRecord`; see [[DeltaFile.read]] for the staging contract. */
+  /** Streams a verified delta into `onRecord`; see [[DeltaFile.read]] for the staging contract. From its
+    * local copy where `localDeltas` holds one that verifies (a standby's, [[LocalDeltaCopies]]), else from
+    * storage.
+    */
   def readDelta(
+      id: CheckpointId
+  )(onRecord: (DeltaRecordKind, Array[Byte], Array[Byte]) => Unit): DeltaHeader =
+    localDeltas.flatMap(_.read(id, store)(onRecord)).getOrElse(readStoredDelta(id)(onRecord))
+
+  private def readStoredDelta(
       id: CheckpointId
   )(onRecord: (DeltaRecordKind, Array[Byte], Array[Byte]) => Unit): DeltaHeader = {
     val name = id.deltaFileName

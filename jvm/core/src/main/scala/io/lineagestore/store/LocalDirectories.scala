@@ -20,13 +20,15 @@ import io.lineagestore.lineage.CheckpointId
   *   <base>/lineagestore/
   *   ├── stores/
   *   │   ├── <key>/            one store: db/ (RocksDB) and frozen/ (checkpoints awaiting upload);
+  *   │   │   ├── standby-deltas/  a taken-over standby's deltas, until its load replays them
   *   │   │   └── STORE         the store's checkpoint location, for people looking at the disk
   *   │   └── <key>.lock        OS file lock, held while a provider uses <key>/; never deleted
   *   ├── private/
   *   │   ├── <uuid>/           a store whose directory was busy (or retention 0); deleted on release
   *   │   └── <uuid>.lock       held while in use; a free lock means its process died
   *   └── standby/
-  *       ├── <key>/            a standby copy of the store <key> (StandbyCopy): db/ and its STANDBY record
+  *       ├── <key>/            a standby copy of the store <key> (StandbyCopy): db/, deltas/, its STANDBY record
+  *       ├── <key>.incoming/   deltas the follower is downloading for it, moved into deltas/ under its lock
   *       └── <key>.lock        held while the follower fetches into it, and by a takeover; never deleted
   * }}}
   * `<key>` is derived from the store's checkpoint location (SHA-256, 32 hex digits).
@@ -40,8 +42,8 @@ import io.lineagestore.lineage.CheckpointId
   * A standby copy is taken over by the next [[acquire]] of its store's own directory (under both locks: the
   * store's, then the standby's, never the other order): when that directory holds no clean-close record (so
   * its next load restores a snapshot anyway), its `db/` is replaced by the standby's in one rename (same
-  * filesystem), and the standby is gone. A standby being fetched (its lock held) is left alone: the acquire
-  * never waits for a fetch.
+  * filesystem), the standby's `deltas/` becomes its `standby-deltas/` ([[LocalDeltaCopies]]), and the standby
+  * is gone. A standby being fetched (its lock held) is left alone: the acquire never waits for a fetch.
   */
 final class LocalDirectories(
     val base: File,
@@ -90,16 +92,32 @@ final class LocalDirectories(
   /** The standby copy of the store at `location`, if its lock is free (None: a fetch or a takeover holds it),
     * until [[StandbyLease.release]].
     */
-  def acquireStandby(location: String): Option[StandbyLease] = {
+  def acquireStandby(location: String): Option[StandbyLease] = acquireStandby(location, create = true)
+
+  /** [[acquireStandby]] of a copy that exists already (None also when it does not: taken over since). */
+  def acquireExistingStandby(location: String): Option[StandbyLease] =
+    acquireStandby(location, create = false)
+
+  private def acquireStandby(location: String, create: Boolean): Option[StandbyLease] = {
     val key = LocalDirectories.keyOf(location)
     Files.createDirectories(standbyDir.toPath)
-    tryLock(new File(standbyDir, s"$key.lock")).map { lock =>
+    tryLock(new File(standbyDir, s"$key.lock")).flatMap { lock =>
       val dir = new File(standbyDir, key)
-      Files.createDirectories(dir.toPath)
-      Files.writeString(new File(dir, "STORE").toPath, location + "\n", StandardCharsets.UTF_8)
-      new StandbyLease(dir, () => { touch(dir); unlock(lock) })
+      if (!create && !dir.isDirectory) { unlock(lock); None }
+      else {
+        Files.createDirectories(dir.toPath)
+        Files.writeString(new File(dir, "STORE").toPath, location + "\n", StandardCharsets.UTF_8)
+        Some(new StandbyLease(dir, () => { touch(dir); unlock(lock) }))
+      }
     }
   }
+
+  /** Where the executor's standby follower downloads the deltas of the copy of `location` before it puts them
+    * in place under the copy's lease ([[StandbyCopy.fetchDeltas]]): beside the copies, so the standbys' disk
+    * bound counts it and a rename moves its files; only the follower's one thread uses it.
+    */
+  def standbyIncoming(location: String): File =
+    new File(standbyDir, s"${LocalDirectories.keyOf(location)}.incoming")
 
   /** Whether the store at `location` has its own directory here with a clean-close record: its next provider
     * here resumes from it, so a standby of it here would only double its disk.
@@ -158,13 +176,23 @@ final class LocalDirectories(
         if (!standbyDb.isDirectory) None
         else {
           val reached = StandbyCopy.readRecord(dir)
-          val bytes = StandbyCopy.sizeOf(standbyDb)
+          val bytes = StandbyCopy.sizeOf(standbyDb) + StandbyCopy.sizeOf(new File(dir, StandbyCopy.DeltasDir))
           val db = new File(storeDir, StandbyCopy.DbDir)
           LocalDirectories.deleteRecursively(db)
           Files.move(standbyDb.toPath, db.toPath, java.nio.file.StandardCopyOption.ATOMIC_MOVE)
+          // its deltas go beside db/, where the load finds them (LocalDeltaCopies), replacing any left there
+          val deltas = new File(dir, StandbyCopy.DeltasDir)
+          val takenDeltas = LocalDeltaCopies.in(storeDir).dir
+          LocalDirectories.deleteRecursively(takenDeltas)
+          val deltaFiles =
+            if (!deltas.isDirectory) 0
+            else {
+              Files.move(deltas.toPath, takenDeltas.toPath, java.nio.file.StandardCopyOption.ATOMIC_MOVE)
+              Option(takenDeltas.listFiles()).fold(0)(_.count(_.getName.endsWith(".delta")))
+            }
           // the copy is the store's now: nothing of it stays behind to be taken, fetched into or counted
           LocalDirectories.deleteRecursively(dir)
-          Some(StandbyTaken(reached, bytes))
+          Some(StandbyTaken(reached, bytes, deltaFiles))
         }
       }.flatten
   }
@@ -237,10 +265,10 @@ final class LocalLease(
   def release(): Unit = synchronized { if (!released) { released = true; release.apply() } }
 }
 
-/** A standby copy taken over by a store's directory: the snapshot its record named (None: it was incomplete)
-  * and the bytes it held.
+/** A standby copy taken over by a store's directory: the snapshot its record named (None: it was incomplete),
+  * the bytes it held and the delta files it brought (`standby-deltas/`).
   */
-final case class StandbyTaken(reached: Option[CheckpointId], bytes: Long)
+final case class StandbyTaken(reached: Option[CheckpointId], bytes: Long, deltas: Int = 0)
 
 /** A standby copy's directory, locked until [[release]] (see [[LocalDirectories.acquireStandby]]). */
 final class StandbyLease(val dir: File, release: () => Unit) {

@@ -7,13 +7,16 @@ import java.nio.file.{Files, StandardCopyOption}
 import scala.util.control.NonFatal
 
 import io.lineagestore.lineage.CheckpointId
+import io.lineagestore.engine.LocalFiles
 import io.lineagestore.snapshot.LocalFile
+import io.lineagestore.storage.BlobNotFoundException
 
 /** A standby copy of one store on this executor: the files of one snapshot of the store's lineage as a closed
-  * RocksDB directory (`db/`, the layout a restore builds), fetched in the background by the executor's
-  * standby follower while it holds the standby's lease ([[LocalDirectories.acquireStandby]]), and taken over
-  * by the store's next provider on this executor ([[LocalDirectories.acquire]] moves `db/` into the store's
-  * own directory). Layout and locking are [[LocalDirectories]]'.
+  * RocksDB directory (`db/`, the layout a restore builds) and the store's deltas after it (`deltas/`),
+  * fetched in the background by the executor's standby follower while it holds the standby's lease
+  * ([[LocalDirectories.acquireStandby]]), and taken over by the store's next provider on this executor
+  * ([[LocalDirectories.acquire]] moves `db/` into the store's own directory). Layout and locking are
+  * [[LocalDirectories]]'.
   *
   * A copy is never trusted: the load that takes it over plans from the checkpoint Spark asks for and restores
   * that plan's snapshot into the directory as any restore does ([[CheckpointFiles.restoreSnapshot]]: a local
@@ -35,12 +38,48 @@ final class StandbyCopy(
 
   val dir: File = lease.dir
   private val dbDir = new File(dir, DbDir)
+  private val deltasDir = new File(dir, DeltasDir)
 
   /** The snapshot the copy last completed (None: none, or it is being replaced). */
   def reached: Option[CheckpointId] = readRecord(dir)
 
   /** Bytes the copy holds on local disk. */
-  def bytesHeld: Long = sizeOf(dbDir)
+  def bytesHeld: Long = sizeOf(dbDir) + sizeOf(deltasDir)
+
+  /** Names of the delta files the copy's `deltas/` holds. */
+  def deltaNames: Set[String] =
+    Option(deltasDir.listFiles())
+      .getOrElse(Array.empty[File])
+      .map(_.getName)
+      .filter(_.endsWith(".delta"))
+      .toSet
+
+  /** Puts `fetched` ([[StandbyCopy.fetchDeltas]], downloaded without the copy's lease) into the copy's
+    * `deltas/` and deletes the deltas there that `wanted` (the store's deltas on storage) no longer has above
+    * `snapshot`, if the copy still holds `snapshot` (a takeover or a newer snapshot since the fetch: the
+    * fetched files go instead). Each move is a rename: the lease is held for no download. Returns the newest
+    * version the copy then holds contiguously from its snapshot (the snapshot's own when none).
+    */
+  def placeDeltas(snapshot: CheckpointId, wanted: Seq[CheckpointId], fetched: Seq[File]): Long = {
+    if (!reached.contains(snapshot)) {
+      fetched.foreach(f => Files.deleteIfExists(f.toPath))
+      return snapshot.version
+    }
+    val above = wanted.filter(_.version > snapshot.version).sortBy(id => (id.version, id.uniqueId))
+    val names = above.map(_.deltaFileName).toSet
+    Files.createDirectories(deltasDir.toPath)
+    Option(deltasDir.listFiles()).getOrElse(Array.empty[File]).foreach { f =>
+      if (!names(f.getName)) Files.deleteIfExists(f.toPath) // at or below the snapshot, or gone from storage
+    }
+    fetched.foreach { f =>
+      if (names(f.getName))
+        Files.move(f.toPath, new File(deltasDir, f.getName).toPath, StandardCopyOption.ATOMIC_MOVE)
+      else Files.deleteIfExists(f.toPath)
+    }
+    above.foldLeft(snapshot.version) { (held, id) =>
+      if (id.version == held + 1 && new File(deltasDir, id.deltaFileName).isFile) id.version else held
+    }
+  }
 
   /** Makes the copy one of `snapshot`, fetching only the files it lacks (by identity), if the whole copy fits
     * beside `othersBytes` held by the executor's other standbys under `maxBytes`. Fails as a restore fails (a
@@ -69,6 +108,54 @@ final class StandbyCopy(
 
 object StandbyCopy {
   val DbDir = "db"
+  val DeltasDir = "deltas"
+
+  /** Downloads the deltas of `wanted` above `snapshot` that the copy lacks (`have`: [[deltaNames]]) into
+    * `incoming`, oldest first, each whole (a temporary renamed) or not at all, stopping before the total
+    * would pass `roomBytes` (later ones are of no use to a replay without it); one gone from storage since
+    * the listing (an orphan attempt, or a clean-up) is skipped. Holds no lock, so a takeover never waits for
+    * a download: `incoming` belongs to the executor's one polling thread, and [[placeDeltas]] moves the files
+    * into the copy under its lease. What was in `incoming` before goes first (a fetch that died part-way).
+    */
+  def fetchDeltas(
+      files: CheckpointFiles,
+      snapshot: CheckpointId,
+      wanted: Seq[CheckpointId],
+      have: Set[String],
+      incoming: File,
+      roomBytes: Long
+  ): (Seq[File], TransferStats) = {
+    LocalFiles.deleteRecursively(incoming)
+    Files.createDirectories(incoming.toPath)
+    val missing = wanted
+      .filter(id => id.version > snapshot.version && !have(id.deltaFileName))
+      .sortBy(id => (id.version, id.uniqueId))
+    var stats = TransferStats()
+    val fetched = Seq.newBuilder[File]
+    var atBound = false
+    missing.foreach { id =>
+      if (!atBound) {
+        val tmp = new File(incoming, s".${id.deltaFileName}.part")
+        val copied =
+          try {
+            val in = files.blobs.open(id.deltaFileName)
+            try Files.copy(in, tmp.toPath, StandardCopyOption.REPLACE_EXISTING)
+            finally in.close()
+            true
+          } catch { case _: BlobNotFoundException => false }
+        if (copied && stats.bytesMoved + tmp.length() > roomBytes) {
+          Files.deleteIfExists(tmp.toPath)
+          atBound = true
+        } else if (copied) {
+          val target = new File(incoming, id.deltaFileName)
+          Files.move(tmp.toPath, target.toPath, StandardCopyOption.ATOMIC_MOVE)
+          stats = stats + TransferStats(filesMoved = 1, bytesMoved = target.length())
+          fetched += target
+        }
+      }
+    }
+    (fetched.result(), stats)
+  }
   val RecordName = "STANDBY"
 
   /** What one [[StandbyCopy.refresh]] did. */

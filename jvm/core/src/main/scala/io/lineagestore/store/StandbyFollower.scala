@@ -46,11 +46,11 @@ trait StandbySource {
   * the executor: each poll lists the stores of every followed operator (named by a provider here, or by the
   * cluster's registry: [[StandbySource.cluster]]; one with a store open here stays followed as long as it
   * is), and for each store this executor follows ([[StandbyPlan.follows]]) lists the store's directory and
-  * refreshes its copy to the newest snapshot found there (a store closed cleanly here is left to resume until
-  * it moves on elsewhere, then its directory becomes the copy: [[refreshNow]]). Refreshes run one after
-  * another on the polling thread (one per executor), their file transfers on `pool` (`standbyThreads`,
-  * executor-wide, apart from the stores' transfer pool, so a store's own restore never queues behind a
-  * standby; no task on `pool` waits for another there). A failing store backs off
+  * refreshes its copy to the newest snapshot found there and the deltas after it (a store closed cleanly here
+  * is left to resume until it moves on elsewhere, then its directory becomes the copy: [[refreshNow]]).
+  * Refreshes run one after another on the polling thread (one per executor), their file transfers on `pool`
+  * (`standbyThreads`, executor-wide, apart from the stores' transfer pool, so a store's own restore never
+  * queues behind a standby; no task on `pool` waits for another there). A failing store backs off
   * ([[StandbyPlan.nextPollMs]]).
   *
   * The newest snapshot on storage may be of an attempt Spark never committed (a retried or speculative task
@@ -81,6 +81,7 @@ final class StandbyFollower(
   val refreshes = new AtomicLong
   val failures = new AtomicLong
   val skippedTooLarge = new AtomicLong
+  val deltasFetched = new AtomicLong
   private val unreportedBytes = new AtomicLong
 
   /** A provider on this executor opened a store of `op`: follow the operator's other stores. */
@@ -98,7 +99,9 @@ final class StandbyFollower(
     */
   def takeUnreportedBytes(): Long = unreportedBytes.getAndSet(0)
 
-  /** Versions the standby of `location` here stands behind the newest delta on storage at its last poll. */
+  /** Versions the standby of `location` here stands behind the newest delta on storage at its last poll (the
+    * newest it holds: its snapshot's, or the last of the deltas after it that it copied without a gap).
+    */
   def lagOf(location: String): Option[Long] = synchronized(states.get(location).flatMap(_.lag))
 
   /** One round on the calling thread: every store due is refreshed. Returns the stores refreshed without a
@@ -176,21 +179,55 @@ final class StandbyFollower(
   ): Option[Long] = dirs.acquireStandby(s.location) match {
     case None        => None // taken over, or another refresh holds it
     case Some(lease) =>
-      try {
-        val newestSnapshot = listed.filter(_.kind == CheckpointId.Snapshot).map(_.id).maxByOption(_.version)
-        newestSnapshot.map { snapshot =>
-          val copy = new StandbyCopy(lease, files, crash, hashesOf(s.location))
-          copy.refresh(snapshot, math.max(0L, dirs.standbyBytes - copy.bytesHeld), maxBytes) match {
-            case StandbyCopy.Refresh.Fetched(_, stats) =>
-              refreshes.incrementAndGet()
-              bytesFetched.addAndGet(stats.bytesMoved)
-              unreportedBytes.addAndGet(stats.bytesMoved)
-            case _: StandbyCopy.Refresh.TooLarge => skippedTooLarge.incrementAndGet()
-            case _                               => ()
+      val followed =
+        try {
+          val newestSnapshot = listed.filter(_.kind == CheckpointId.Snapshot).map(_.id).maxByOption(_.version)
+          newestSnapshot.map { snapshot =>
+            val copy = new StandbyCopy(lease, files, crash, hashesOf(s.location))
+            copy.refresh(snapshot, math.max(0L, dirs.standbyBytes - copy.bytesHeld), maxBytes) match {
+              case StandbyCopy.Refresh.Fetched(_, stats) =>
+                refreshes.incrementAndGet()
+                bytesFetched.addAndGet(stats.bytesMoved)
+                unreportedBytes.addAndGet(stats.bytesMoved)
+              case _: StandbyCopy.Refresh.TooLarge => skippedTooLarge.incrementAndGet()
+              case _                               => ()
+            }
+            (snapshot, copy.reached.contains(snapshot), copy.deltaNames)
           }
-          newestDelta.map(_ - snapshot.version).getOrElse(0L)
-        }
-      } finally lease.release()
+        } finally lease.release()
+      followed.map { case (snapshot, complete, have) =>
+        val held = if (complete) followDeltas(s, files, listed, snapshot, have) else snapshot.version
+        newestDelta.map(v => math.max(0L, v - held)).getOrElse(0L)
+      }
+  }
+
+  /** The deltas after the copy's snapshot, once it holds it, so a takeover reads nothing of the store from
+    * storage but the plan's headers: downloaded with no lock held (a takeover never waits for them), then put
+    * in place under the copy's lease, if it still exists and holds `snapshot`. Returns the newest version the
+    * copy then holds without a gap.
+    */
+  private def followDeltas(
+      s: FollowedStore,
+      files: CheckpointFiles,
+      listed: Seq[CheckpointFile],
+      snapshot: CheckpointId,
+      have: Set[String]
+  ): Long = {
+    val deltas = listed.filter(_.kind == CheckpointId.Delta).map(_.id)
+    val incoming = dirs.standbyIncoming(s.location)
+    val room = math.max(0L, maxBytes - dirs.standbyBytes)
+    val (fetched, stats) = StandbyCopy.fetchDeltas(files, snapshot, deltas, have, incoming, room)
+    bytesFetched.addAndGet(stats.bytesMoved)
+    unreportedBytes.addAndGet(stats.bytesMoved)
+    deltasFetched.addAndGet(stats.filesMoved)
+    dirs.acquireExistingStandby(s.location) match {
+      case None =>
+        LocalDirectories.deleteRecursively(incoming) // taken over meanwhile: nobody wants them
+        snapshot.version
+      case Some(lease) =>
+        try new StandbyCopy(lease, files, crash, hashesOf(s.location)).placeDeltas(snapshot, deltas, fetched)
+        finally lease.release()
+    }
   }
 
   private def hashesOf(location: String): HashCache = synchronized {

@@ -9,6 +9,8 @@ import org.scalatest.funsuite.AnyFunSuite
 import io.lineagestore.format.StoreIdentity
 import io.lineagestore.lineage.{CheckpointId, LineageResolver, LoadBase}
 import io.lineagestore.storage.BlobStore
+import io.lineagestore.testing.DiskDamage
+import io.lineagestore.testing.DiskDamage.Sidecar
 
 /** Standby copies against a real RocksDB and a real local Hadoop filesystem: a copy fetched, refreshed and
   * taken over by the store's next load on its executor; and a copy that lags, was half fetched, is damaged or
@@ -100,6 +102,117 @@ class StandbyCopySuite extends AnyFunSuite with StoreFixture {
     // the standby is the store's own directory now: nothing is left to take over again
     assert(dirs.standbyBytes == 0)
     lease.release()
+  }
+
+  /** Versions 1..4 (snapshots uploaded) and a 5th whose snapshot is not: the head, with deltas after the
+    * snapshot a standby of version 4's lineage holds.
+    */
+  private def storeWithDeltasAfterSnapshot(owner: LineageStore): (CheckpointId, CheckpointId) = {
+    owner.load(CheckpointId.Empty)
+    val snapshot = snapshotOf(fill(owner, 1 to 4))
+    (1 to 200).foreach(j => owner.put(D, b(s"k5-$j"), b("w" * 40)))
+    owner.delete(D, b("k4-9"))
+    (snapshot, owner.commit())
+  }
+
+  /** The follower's two steps for the deltas after `snapshot`: fetched with no lock into the incoming
+    * directory, then put in place in `standby` (whose lease the caller holds).
+    */
+  private def copyDeltas(
+      standby: StandbyCopy,
+      snapshot: CheckpointId,
+      roomBytes: Long = Long.MaxValue
+  ): (TransferStats, Long) = {
+    val incoming = executor("b").standbyIncoming(location)
+    val (fetched, stats) =
+      StandbyCopy.fetchDeltas(files, snapshot, deltasOnStorage, standby.deltaNames, incoming, roomBytes)
+    (stats, standby.placeDeltas(snapshot, deltasOnStorage, fetched))
+  }
+
+  /** A standby on executor "b" holding `snapshot` and the deltas after it that fit in `roomBytes`. */
+  private def standbyWithDeltas(
+      snapshot: CheckpointId,
+      roomBytes: Long = Long.MaxValue
+  ): (StandbyLease, StandbyCopy, (TransferStats, Long)) = {
+    val (standbyLease, standby) = standbyOf(executor("b"), remoteBlobs)
+    standby.refresh(snapshot, 0, Long.MaxValue)
+    (standbyLease, standby, copyDeltas(standby, snapshot, roomBytes))
+  }
+
+  private def deltasOnStorage: Seq[CheckpointId] =
+    files.listCheckpointFiles().filter(_.kind == CheckpointId.Delta).map(_.id)
+
+  /** The store's directory on `dirs` (taking its standby over) and a store reading its standby's deltas. */
+  private def storeWithLocalDeltas(dirs: LocalDirectories): (LineageStore, LocalLease, LocalDeltaCopies) = {
+    val lease = dirs.acquire(location)
+    val local = LocalDeltaCopies.in(lease.dir)
+    val files = new CheckpointFiles(remoteBlobs, identity, pool, localDeltas = Some(local))
+    (newStore(checkpointFiles = files, local = lease.dir), lease, local)
+  }
+
+  test(
+    "a standby's deltas after its snapshot: a takeover replays them from local disk, each verified first"
+  ) {
+    val owner = newStore()
+    val (snapshot, head) = storeWithDeltasAfterSnapshot(owner)
+    val after = deltasOnStorage.filter(_.version > snapshot.version)
+    assert(after.nonEmpty && after.map(_.version).max == head.version)
+    val (standbyLease, standby, (fetched, upTo)) = standbyWithDeltas(snapshot)
+    assert(fetched.filesMoved == after.size && upTo == head.version, fetched)
+    assert(copyDeltas(standby, snapshot) == ((TransferStats(), upTo)), "a second round fetches nothing")
+    standbyLease.release()
+
+    val (store, lease, local) = storeWithLocalDeltas(executor("b"))
+    assert(lease.standby.exists(_.deltas == after.size), lease.standby)
+    store.load(head)
+    assert(contents(store) == contents(owner))
+    assert(local.filesRead.get == after.size && local.rejected.get == 0)
+    assert(Option(local.dir.listFiles()).forall(_.isEmpty), "replayed copies are deleted")
+    lease.release()
+  }
+
+  test("a damaged standby delta is refused by its checksum: the load reads that one from storage") {
+    val owner = newStore()
+    val (snapshot, head) = storeWithDeltasAfterSnapshot(owner)
+    val (standbyLease, standby, _) = standbyWithDeltas(snapshot)
+    val damaged = new File(new File(standby.dir, StandbyCopy.DeltasDir), head.deltaFileName)
+    DiskDamage.flip(damaged, damaged.length() / 2, Sidecar.Dropped) // written by java.io: it has none
+    standbyLease.release()
+
+    val (store, lease, local) = storeWithLocalDeltas(executor("b"))
+    store.load(head)
+    assert(contents(store) == contents(owner))
+    assert(contents(store) == lineageState(head))
+    assert(local.rejected.get == 1 && !damaged.exists())
+    lease.release()
+  }
+
+  test("standby deltas stop at the disk bound, leave no partial file, and go once storage has them no more") {
+    val owner = newStore()
+    val (snapshot, head) = storeWithDeltasAfterSnapshot(owner)
+    val (standbyLease, standby, (none, upTo)) = standbyWithDeltas(snapshot, roomBytes = 0)
+    assert(none.filesMoved == 0 && upTo == snapshot.version)
+    val deltasDir = new File(standby.dir, StandbyCopy.DeltasDir)
+    val incoming = executor("b").standbyIncoming(location)
+    assert(Option(deltasDir.listFiles()).forall(_.isEmpty) && Option(incoming.listFiles()).forall(_.isEmpty))
+    assert(copyDeltas(standby, snapshot)._2 == head.version)
+    assert(standby.deltaNames.contains(head.deltaFileName))
+    // the head's delta gone from storage (say, a clean-up): its copy goes, and the copy holds one version less
+    val stillStored = deltasOnStorage.filterNot(_ == head)
+    assert(standby.placeDeltas(snapshot, stillStored, Nil) == head.version - 1)
+    assert(!standby.deltaNames.contains(head.deltaFileName))
+    // a copy that no longer holds the snapshot (taken over, or refreshed to another) takes no fetched file
+    val stray = new File(incoming, head.deltaFileName)
+    java.nio.file.Files.write(stray.toPath, Array[Byte](1, 2, 3))
+    assert(
+      standby.placeDeltas(
+        CheckpointId(snapshot.version, "other"),
+        deltasOnStorage,
+        Seq(stray)
+      ) == snapshot.version
+    )
+    assert(!stray.exists() && !standby.deltaNames.contains(head.deltaFileName))
+    standbyLease.release()
   }
 
   test("a lagging standby: the load keeps what matches, fetches only the newer files, equals the lineage") {

@@ -112,7 +112,9 @@ class StandbyFollowerSuite extends AnyFunSuite with StoreFixture {
     assert(f.bytesFetched.get == fetched && f.refreshes.get == 6)
   }
 
-  test("a load on the follower's executor takes its copy over and equals the lineage, reading no SST") {
+  test(
+    "a load on the follower's executor takes its copy over and equals the lineage, reading no SST or delta"
+  ) {
     val s = owner(0)
     val head = batches(s, 1 to 5)
     val expected = contents(s)
@@ -120,6 +122,7 @@ class StandbyFollowerSuite extends AnyFunSuite with StoreFixture {
     val f = follower(new Source("exec-2", Set("exec-1", "exec-2")), dirs, -1)
     f.follow(op)
     f.poll(Long.MaxValue)
+    assert(f.lagOf(locationOf(0)).contains(0L), "the deltas after its snapshot are copied too")
     var sharedReads = 0
     val counting = new DelegatingBlobStore(hadoop(locationOf(0))) {
       override def open(name: String): InputStream = {
@@ -130,15 +133,19 @@ class StandbyFollowerSuite extends AnyFunSuite with StoreFixture {
     val lease = dirs.acquire(locationOf(0))
     assert(lease.standby.isDefined)
     f.owned(locationOf(0), op)
+    val localDeltas = LocalDeltaCopies.in(lease.dir)
     val taken =
       new LineageStore(
-        new CheckpointFiles(counting, StoreIdentity(0, 0, "default"), pool),
+        new CheckpointFiles(counting, StoreIdentity(0, 0, "default"), pool, localDeltas = Some(localDeltas)),
         lease.dir,
         defaultSettings
       )
     taken.load(head)
     assert(contents(taken) == expected)
     assert(sharedReads == 0)
+    // every delta the load replayed came from the copy (the plan still reads their headers from storage)
+    assert(taken.counters.deltasReplayed.get > 0)
+    assert(localDeltas.filesRead.get == taken.counters.deltasReplayed.get && localDeltas.rejected.get == 0)
     // it is the store's own directory now: the follower leaves it alone, open or closed cleanly
     assert(f.poll(Long.MaxValue).isEmpty)
     taken.close()

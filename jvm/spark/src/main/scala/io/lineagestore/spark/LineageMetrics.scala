@@ -58,6 +58,11 @@ private[spark] object LineageMetrics {
       "lineagestoreStandbyBytesTaken",
       "bytes of the standby copies those stores' directories were taken from"
     )
+  val StandbyDeltasReplayed = sum(
+    "lineagestoreStandbyDeltasReplayed",
+    "deltas those stores' loads replayed from the standby copy's local files (each verified first) instead of " +
+      "the blob store"
+  )
   val StandbyBytesFetched = sum(
     "lineagestoreStandbyBytesFetched",
     "bytes the executors' standby copies fetched from the blob store since the previous report"
@@ -105,6 +110,7 @@ private[spark] object LineageMetrics {
     SpilledBytes,
     LoadsFromStandby,
     StandbyBytesTaken,
+    StandbyDeltasReplayed,
     StandbyBytesFetched,
     LoadMs,
     CommitMs,
@@ -115,7 +121,12 @@ private[spark] object LineageMetrics {
 
   val instance: Seq[StateStoreInstanceMetric] = Seq(SnapshotLagInstanceMetric())
 
-  def of(store: LineageStore, id: StateStoreId, standby: Option[StandbyTaken] = None): StateStoreMetrics = {
+  def of(
+      store: LineageStore,
+      id: StateStoreId,
+      standby: Option[StandbyTaken] = None,
+      standbyDeltasReplayed: Long = 0L
+  ): StateStoreMetrics = {
     val c = store.counters
     val counts = store.columnFamilies.counts
     val userKeys = counts.filter { case (name, _) => !name.startsWith("$") }.values.sum
@@ -140,6 +151,7 @@ private[spark] object LineageMetrics {
       SpilledBytes -> c.lastSpilledBytes.get,
       LoadsFromStandby -> standby.size.toLong,
       StandbyBytesTaken -> standby.map(_.bytes).getOrElse(0L),
+      StandbyDeltasReplayed -> standbyDeltasReplayed,
       StandbyBytesFetched -> StandbyFollowers.running.map(_.takeUnreportedBytes()).getOrElse(0L),
       LoadMs -> c.lastLoadMs.get,
       CommitMs -> c.lastCommitMs.get,

@@ -27,6 +27,7 @@ import io.lineagestore.store.{
   FollowedOperator,
   InjectedFaults,
   LineageStore,
+  LocalDeltaCopies,
   LocalDirectories,
   LocalLease,
   SharedTransferPool,
@@ -48,6 +49,7 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
   private var storeConf: StateStoreConf = _
   private var localRoot: File = _
   private var localLease: LocalLease = _
+  private var localDeltas: LocalDeltaCopies = _ // a taken-over standby's deltas (counts what its load read)
   private var transferPool: ExecutorService = _
   private var hadoopConf: Configuration = _
   private var closeUploadTimeoutMs: Long = 0L
@@ -91,10 +93,12 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
     val location = stateStoreId.storeCheckpointLocation().toString
     localLease = localDirs.acquire(location)
     localRoot = localLease.dir
+    localDeltas = LocalDeltaCopies.in(localRoot)
     localLease.standby.foreach { taken =>
       logInfo(
         s"lineagestore $storeId starts from a standby copy on this executor (${taken.bytes} bytes, snapshot " +
-          s"${taken.reached.getOrElse("incomplete")}); its load checks it against the committed checkpoint"
+          s"${taken.reached.getOrElse("incomplete")}, ${taken.deltas} deltas after it); its load checks it " +
+          "against the committed checkpoint"
       )
     }
     if (LineageConf.StandbyReplicas.from(confs) != 0) {
@@ -121,7 +125,8 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
           blobs,
           identity,
           transferPool,
-          RangedDownload.withPartBytes(LineageConf.RangedDownloadPartBytes.from(confs))
+          RangedDownload.withPartBytes(LineageConf.RangedDownloadPartBytes.from(confs)),
+          localDeltas = Some(localDeltas) // a taken-over standby's, verified before use
         ),
         localRoot,
         settings,
@@ -411,7 +416,7 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
   override def supportedInstanceMetrics: Seq[StateStoreInstanceMetric] = LineageMetrics.instance
 
   private[spark] def metricsOf(s: LineageStateStore): StateStoreMetrics =
-    LineageMetrics.of(store, storeId, localLease.standby)
+    LineageMetrics.of(store, storeId, localLease.standby, localDeltas.filesRead.get)
 
   /** A family removed (or created anew) must not keep the encoders of its old schema. */
   private[spark] def forgetColumnFamily(name: String): Unit = encoders.remove(name)
