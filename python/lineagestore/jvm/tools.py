@@ -110,6 +110,10 @@ class JvmTools:
         out = self._call(name, *args)
         return None if out is None else json.loads(out)
 
+    def _store_json(self, name: str, store: Any, *args: Any) -> Any:
+        """A CheckpointTools call on one store: its directory and identity, then ``args``."""
+        return self._json(name, store.uri, store.operator_id, store.partition_id, store.store_name, *args)
+
     def close(self) -> None:
         if self._gateway is not None:
             try:
@@ -183,37 +187,13 @@ class JvmTools:
         """``{"retained": [...], "beyondRetention": [...]}``: the batches of ``commit_log`` retention still
         holds in this store, and the older ones a clean-up removed (the store's own retention decides).
         ``current_partitions`` as for ``gc_store``: a store above it that gc retired whole holds nothing."""
-        return self._json(
-            "retainedBatches",
-            store.uri,
-            store.operator_id,
-            store.partition_id,
-            store.store_name,
-            commit_log,
-            current_partitions,
-        )
+        return self._store_json("retainedBatches", store, commit_log, current_partitions)
 
     def inspect_store(self, store: Any, commit_log: str, current_partitions: int = 0) -> dict:
-        return self._json(
-            "inspectStore",
-            store.uri,
-            store.operator_id,
-            store.partition_id,
-            store.store_name,
-            commit_log,
-            current_partitions,
-        )
+        return self._store_json("inspectStore", store, commit_log, current_partitions)
 
     def verify_store(self, store: Any, targets: str, scratch_dir: str = "") -> dict:
-        return self._json(
-            "verifyStore",
-            store.uri,
-            store.operator_id,
-            store.partition_id,
-            store.store_name,
-            targets,
-            scratch_dir,
-        )
+        return self._store_json("verifyStore", store, targets, scratch_dir)
 
     def gc_store(
         self,
@@ -227,18 +207,8 @@ class JvmTools:
     ) -> dict:
         """``current_partitions``: the operator's partition count in the newest committed batch (0: unknown),
         so that a store above it is retired once ``retain`` batches no longer name it (CleanupPlanner)."""
-        return self._json(
-            "gcStore",
-            store.uri,
-            store.operator_id,
-            store.partition_id,
-            store.store_name,
-            commit_log,
-            retain,
-            grace_ms,
-            apply,
-            current_partitions,
-            latest_batch,
+        return self._store_json(
+            "gcStore", store, commit_log, retain, grace_ms, apply, current_partitions, latest_batch
         )
 
     def clone_files(self, src: str, dst: str, rel_dir: str, names: list[str]) -> dict:
