@@ -34,32 +34,32 @@ final class LocalDeltaCopies(val dir: File) {
     val file = new File(dir, id.deltaFileName)
     if (!file.isFile) return None
     val location = file.getAbsolutePath
-    def pass(records: (DeltaRecordKind, Array[Byte], Array[Byte]) => Unit): DeltaHeader = {
-      val in = new BufferedInputStream(new FileInputStream(file), 1 << 16)
-      try DeltaFile.read(in, location, store, id)(records)
-      finally in.close()
-    }
+    // None when the file is gone (another reader took it): nothing was passed on yet
+    def open(): Option[BufferedInputStream] =
+      try Some(new BufferedInputStream(new FileInputStream(file), 1 << 16))
+      catch { case _: FileNotFoundException => None }
     val size = file.length()
-    val verified =
-      try { pass((_, _, _) => ()); true }
+    val verified = open().map { in =>
+      try { DeltaFile.read(in, location, store, id)((_, _, _) => ()); true }
       catch {
-        case _: FileNotFoundException => return None // taken by another reader meanwhile
-        case NonFatal(_)              =>
+        case NonFatal(_) =>
           rejected.incrementAndGet()
           Files.deleteIfExists(file.toPath)
           false
-      }
-    if (!verified) None
-    else {
-      // the file verified a moment ago: a failure now is the local disk's, and fails the caller as a failed
-      // download would (its records may be staged); the copy goes either way
-      val header =
-        try pass(onRecord)
-        finally Files.deleteIfExists(file.toPath)
-      filesRead.incrementAndGet()
-      bytesRead.addAndGet(size)
-      Some(header)
+      } finally in.close()
     }
+    if (!verified.contains(true)) None
+    else
+      open().map { in =>
+        // the file verified a moment ago: a failure now is the local disk's, and fails the caller as a failed
+        // download would (its records may be staged); the copy goes either way
+        val header =
+          try DeltaFile.read(in, location, store, id)(onRecord)
+          finally { in.close(); Files.deleteIfExists(file.toPath) }
+        filesRead.incrementAndGet()
+        bytesRead.addAndGet(size)
+        header
+      }
   }
 }
 

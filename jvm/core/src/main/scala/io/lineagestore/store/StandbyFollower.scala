@@ -220,14 +220,16 @@ final class StandbyFollower(
     bytesFetched.addAndGet(stats.bytesMoved)
     unreportedBytes.addAndGet(stats.bytesMoved)
     deltasFetched.addAndGet(stats.filesMoved)
-    dirs.acquireExistingStandby(s.location) match {
-      case None =>
-        LocalDirectories.deleteRecursively(incoming) // taken over meanwhile: nobody wants them
-        snapshot.version
-      case Some(lease) =>
-        try new StandbyCopy(lease, files, crash, hashesOf(s.location)).placeDeltas(snapshot, deltas, fetched)
-        finally lease.release()
-    }
+    // what is left in incoming afterwards (all of it when the copy was taken over meanwhile) nobody wants
+    try
+      dirs.acquireExistingStandby(s.location) match {
+        case None        => snapshot.version
+        case Some(lease) =>
+          try
+            new StandbyCopy(lease, files, crash, hashesOf(s.location)).placeDeltas(snapshot, deltas, fetched)
+          finally lease.release()
+      }
+    finally LocalDirectories.deleteRecursively(incoming)
   }
 
   private def hashesOf(location: String): HashCache = synchronized {
