@@ -21,9 +21,8 @@ import io.lineagestore.lineage.CheckpointId
   * the only state, each taken by an atomic delete; the counters are atomics.
   */
 final class LocalDeltaCopies(val dir: File) {
-  val filesRead = new AtomicLong
-  val bytesRead = new AtomicLong
-  val rejected = new AtomicLong
+  val filesRead = new AtomicLong // replayed from a local copy
+  val rejected = new AtomicLong // failed verification, read from storage instead
 
   /** Streams the local copy of `id`'s delta into `onRecord` if there is one and it verifies, returning its
     * header; None (nothing passed to `onRecord`) when there is none or it failed verification.
@@ -38,7 +37,6 @@ final class LocalDeltaCopies(val dir: File) {
     def open(): Option[BufferedInputStream] =
       try Some(new BufferedInputStream(new FileInputStream(file), 1 << 16))
       catch { case _: FileNotFoundException => None }
-    val size = file.length()
     val verified = open().map { in =>
       try { DeltaFile.read(in, location, store, id)((_, _, _) => ()); true }
       catch {
@@ -57,7 +55,6 @@ final class LocalDeltaCopies(val dir: File) {
           try DeltaFile.read(in, location, store, id)(onRecord)
           finally { in.close(); Files.deleteIfExists(file.toPath) }
         filesRead.incrementAndGet()
-        bytesRead.addAndGet(size)
         header
       }
   }

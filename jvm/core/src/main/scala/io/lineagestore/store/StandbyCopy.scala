@@ -109,6 +109,7 @@ final class StandbyCopy(
 object StandbyCopy {
   val DbDir = "db"
   val DeltasDir = "deltas"
+  val RecordName = "STANDBY"
 
   /** Downloads the deltas of `wanted` above `snapshot` that the copy lacks (`have`: [[deltaNames]]) into
     * `incoming`, oldest first, each whole (a temporary renamed) or not at all, stopping before the total
@@ -156,7 +157,6 @@ object StandbyCopy {
     }
     (fetched.result(), stats)
   }
-  val RecordName = "STANDBY"
 
   /** What one [[StandbyCopy.refresh]] did. */
   sealed trait Refresh { def snapshot: CheckpointId }

@@ -81,7 +81,6 @@ final class StandbyFollower(
   val refreshes = new AtomicLong
   val failures = new AtomicLong
   val skippedTooLarge = new AtomicLong
-  val deltasFetched = new AtomicLong
   private val unreportedBytes = new AtomicLong
 
   /** A provider on this executor opened a store of `op`: follow the operator's other stores. */
@@ -219,7 +218,6 @@ final class StandbyFollower(
     val (fetched, stats) = StandbyCopy.fetchDeltas(files, snapshot, deltas, have, incoming, room)
     bytesFetched.addAndGet(stats.bytesMoved)
     unreportedBytes.addAndGet(stats.bytesMoved)
-    deltasFetched.addAndGet(stats.filesMoved)
     // what is left in incoming afterwards (all of it when the copy was taken over meanwhile) nobody wants
     try
       dirs.acquireExistingStandby(s.location) match {

@@ -3,7 +3,7 @@ package io.lineagestore.spark
 import org.apache.spark.sql.execution.streaming.state._
 import org.apache.spark.sql.execution.streaming.state.lineagestore.SnapshotLagInstanceMetric
 
-import io.lineagestore.store.{LineageStore, StandbyTaken}
+import io.lineagestore.store.{LineageStore, LocalDeltaCopies, StandbyTaken}
 
 /** Custom metrics reported in StreamingQueryProgress (stateOperators[].customMetrics): summed over an
   * operator's stores. One instance metric, the snapshot lag of each store, names the worst stores there too.
@@ -63,6 +63,11 @@ private[spark] object LineageMetrics {
     "deltas those stores' loads replayed from the standby copy's local files (each verified first) instead of " +
       "the blob store"
   )
+  val StandbyDeltasRefused = sum(
+    "lineagestoreStandbyDeltasRefused",
+    "local delta copies of a standby that failed verification (damaged on the executor's disk); their deltas " +
+      "were read from the blob store"
+  )
   val StandbyBytesFetched = sum(
     "lineagestoreStandbyBytesFetched",
     "bytes the executors' standby copies fetched from the blob store since the previous report"
@@ -111,6 +116,7 @@ private[spark] object LineageMetrics {
     LoadsFromStandby,
     StandbyBytesTaken,
     StandbyDeltasReplayed,
+    StandbyDeltasRefused,
     StandbyBytesFetched,
     LoadMs,
     CommitMs,
@@ -125,7 +131,7 @@ private[spark] object LineageMetrics {
       store: LineageStore,
       id: StateStoreId,
       standby: Option[StandbyTaken] = None,
-      standbyDeltasReplayed: Long = 0L
+      standbyDeltas: Option[LocalDeltaCopies] = None
   ): StateStoreMetrics = {
     val c = store.counters
     val counts = store.columnFamilies.counts
@@ -151,7 +157,8 @@ private[spark] object LineageMetrics {
       SpilledBytes -> c.lastSpilledBytes.get,
       LoadsFromStandby -> standby.size.toLong,
       StandbyBytesTaken -> standby.map(_.bytes).getOrElse(0L),
-      StandbyDeltasReplayed -> standbyDeltasReplayed,
+      StandbyDeltasReplayed -> standbyDeltas.map(_.filesRead.get).getOrElse(0L),
+      StandbyDeltasRefused -> standbyDeltas.map(_.rejected.get).getOrElse(0L),
       StandbyBytesFetched -> StandbyFollowers.running.map(_.takeUnreportedBytes()).getOrElse(0L),
       LoadMs -> c.lastLoadMs.get,
       CommitMs -> c.lastCommitMs.get,

@@ -416,7 +416,7 @@ class LineageStateStoreProvider extends StateStoreProvider with ChangeFeedSuppor
   override def supportedInstanceMetrics: Seq[StateStoreInstanceMetric] = LineageMetrics.instance
 
   private[spark] def metricsOf(s: LineageStateStore): StateStoreMetrics =
-    LineageMetrics.of(store, storeId, localLease.standby, localDeltas.filesRead.get)
+    LineageMetrics.of(store, storeId, localLease.standby, Option(localDeltas))
 
   /** A family removed (or created anew) must not keep the encoders of its old schema. */
   private[spark] def forgetColumnFamily(name: String): Unit = encoders.remove(name)
