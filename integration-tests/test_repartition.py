@@ -36,6 +36,13 @@ def tools(spark):
     spark.conf.set("spark.sql.shuffle.partitions", "2")
 
 
+@pytest.fixture(params=["tools-jvm", "spark-job"])
+def rewriter(request, spark, tools):
+    """What ``repartition`` is given: the tools (their JVM rewrites the stores on its threads) or the
+    SparkSession (a Spark job, a task per group of new partitions); both must write the same state."""
+    return tools if request.param == "tools-jvm" else spark
+
+
 class Query(StreamHarness):
     """The harness with one query bound: ``run()`` starts ``build`` in output ``mode`` with ``trigger``.
     Every source reads SCHEMA, each batch's rows are tuples (the oracles' form), and the provider is not
@@ -97,7 +104,7 @@ def _verify_clean(tools, checkpoint: Path) -> None:
     assert result["ok"], json.dumps(result, indent=2)[:3000]
 
 
-def test_dedup_then_aggregation_up_and_down(spark, tools, tmp_path):
+def test_dedup_then_aggregation_up_and_down(spark, tools, rewriter, tmp_path):
     """Two stateful operators (dropDuplicates, then groupBy count/sum): 3 -> 6 (a multiple: each old partition
     grows alone) -> 4 (neither a multiple nor a divisor: every key placed among all)."""
 
@@ -112,8 +119,9 @@ def test_dedup_then_aggregation_up_and_down(spark, tools, tmp_path):
     batch = 0
     for step, partitions in enumerate([3, 6, None, 4, None]):
         if partitions is not None and step > 0:
-            out = rp.repartition(tools, str(q.checkpoint), partitions)
+            out = rp.repartition(rewriter, str(q.checkpoint), partitions)
             assert out["newPartitions"] == partitions and out["rowsMoved"] > 0
+            assert out["ranAs"] == ("spark job" if rewriter is spark else "tools JVM")
             batch += 1  # the repartition is a batch of its own, without output
             _placement_matches_spark(spark, q.checkpoint, partitions, ["k", "g"], operatorId=0)  # aggregation
             _placement_matches_spark(
@@ -142,7 +150,7 @@ def test_dedup_then_aggregation_up_and_down(spark, tools, tmp_path):
     _verify_clean(tools, q.checkpoint)
 
 
-def test_stream_stream_join_up_and_down(spark, tools, tmp_path):
+def test_stream_stream_join_up_and_down(spark, tools, rewriter, tmp_path):
     """An inner join's four stores per partition (keys: join key, join key + index): 3 -> 4 -> 2 (a divisor:
     pairs of old partitions fold into one without placing a key)."""
 
@@ -180,7 +188,7 @@ def test_stream_stream_join_up_and_down(spark, tools, tmp_path):
     for step in range(3):
         if step > 0:
             n = 4 if step == 1 else 2
-            rp.repartition(tools, str(q.checkpoint), n)
+            rp.repartition(rewriter, str(q.checkpoint), n)
             _placement_matches_spark(spark, q.checkpoint, n, ["lk", "lg"], joinSide="left", operatorId=0)
             _verify_clean(tools, q.checkpoint)
         run_a_batch()
@@ -276,20 +284,39 @@ def test_interrupted_repartition_is_recognised_then_finished_or_undone(spark, to
     assert sorted(q.outputs[2]) == sorted((k, totals[k]) for k in {r["k"] for r in more})
 
 
-@pytest.mark.parametrize("step", rp.STEPS)
-def test_crash_at_each_step_then_rerun_finishes(spark, tools, tmp_path, step):
-    """A crash at each named step leaves the old checkpoint (plus unreferenced files) or an uncommitted
-    repartition entry; the same command again finishes, nothing committed before is deleted, and the query
-    resumes with exact results."""
+def _summing_query(spark, tmp_path, seed: int) -> tuple[Query, list[dict]]:
+    """A ``groupBy(k).agg(sum(v))`` query on 2 partitions that ran one batch of 20 rows: the checkpoint the
+    step and failure tests repartition. Returns the query and its rows."""
 
     def build(q):
         return q.source("in").groupBy("k").agg(F.sum("v"))
 
     spark.conf.set("spark.sql.shuffle.partitions", "2")
     q = Query(spark, tmp_path, build)
-    rows = _rows(random.Random(6), 20)
+    rows = _rows(random.Random(seed), 20)
     q.write("in", rows)
     q.run()
+    return q, rows
+
+
+def _resumes_exactly(q: Query, rows: list[dict], seed: int) -> None:
+    """After the repartition (batch 1), batch 2 of 10 more rows: its output is the running sums of its keys."""
+    more = _rows(random.Random(seed), 10)
+    q.write("in", more)
+    q.run()
+    totals: dict[str, int] = {}
+    for r in rows + more:
+        totals[r["k"]] = totals.get(r["k"], 0) + r["v"]
+    assert sorted(q.outputs[2]) == sorted((k, totals[k]) for k in {r["k"] for r in more})
+
+
+@pytest.mark.parametrize("step", rp.STEPS)
+def test_crash_at_each_step_then_rerun_finishes(spark, tools, tmp_path, step):
+    """A crash at each named step leaves the old checkpoint (plus unreferenced files) or an uncommitted
+    repartition entry; the same command again finishes, nothing committed before is deleted, and the query
+    resumes with exact results."""
+
+    q, rows = _summing_query(spark, tmp_path, 6)
     cp = str(q.checkpoint)
     before = _settled_files(q.checkpoint)
     with pytest.raises(rp.InjectedCrash):
@@ -302,16 +329,32 @@ def test_crash_at_each_step_then_rerun_finishes(spark, tools, tmp_path, step):
         "a file of the old lineage was deleted"
     )
     _verify_clean(tools, q.checkpoint)
-    more = _rows(random.Random(7), 10)
-    q.write("in", more)
-    q.run()
-    totals: dict[str, int] = {}
-    for r in rows + more:
-        totals[r["k"]] = totals.get(r["k"], 0) + r["v"]
-    assert sorted(q.outputs[2]) == sorted((k, totals[k]) for k in {r["k"] for r in more})
+    _resumes_exactly(q, rows, 7)
 
 
-def test_flat_map_groups_with_state(spark, tools, tmp_path):
+def test_failed_job_leaves_the_checkpoint_then_a_rerun_finishes(spark, tools, tmp_path):
+    """The Spark job's first task fails after writing its new stores; in local mode a task is not retried, so
+    the job fails: nothing of Spark's files is written, nothing committed is deleted, the written stores are
+    orphans, and the same call again finishes with exact results."""
+    from lineagestore.jvm import ToolError
+
+    q, rows = _summing_query(spark, tmp_path, 16)
+    cp = str(q.checkpoint)
+    before = _settled_files(q.checkpoint)
+    with pytest.raises(ToolError, match="repartition.task-after-write"):
+        rp.repartition(spark, cp, 4, crash_at=rp.STEP_TASK_AFTER_WRITE)
+    assert not (q.checkpoint / "offsets" / "1").exists() and not (q.checkpoint / "commits" / "1").exists()
+    orphans = {p for p in q.checkpoint.rglob("*.zip")} - before
+    assert orphans, "the failed task wrote no store: the failure was not after its write"
+    out = rp.repartition(spark, cp, 4)
+    assert out["ranAs"] == "spark job" and len(out["tasks"]) == 2  # 2 -> 4: one task per old partition
+    assert before <= {p for p in q.checkpoint.rglob("*") if p.is_file()}, "a committed file was deleted"
+    _verify_clean(tools, q.checkpoint)
+    _placement_matches_spark(spark, q.checkpoint, 4, ["k"], operatorId=0)
+    _resumes_exactly(q, rows, 17)
+
+
+def test_flat_map_groups_with_state(spark, tools, rewriter, tmp_path):
     """applyInPandasWithState (Spark's flatMapGroupsWithState operator): a running count per key, 2 -> 3."""
     import pandas as pd
     from pyspark.sql.streaming.state import GroupStateTimeout
@@ -337,7 +380,7 @@ def test_flat_map_groups_with_state(spark, tools, tmp_path):
     rows = _rows(random.Random(8), 25, keys=12)
     q.write("in", rows)
     q.run()
-    rp.repartition(tools, str(q.checkpoint), 3)
+    rp.repartition(rewriter, str(q.checkpoint), 3)
     _placement_matches_spark(spark, q.checkpoint, 3, ["k"], operatorId=0)
     more = _rows(random.Random(9), 15, keys=12)
     q.write("in", more)
@@ -345,6 +388,22 @@ def test_flat_map_groups_with_state(spark, tools, tmp_path):
     counts = Counter(r["k"] for r in rows + more)
     assert sorted(q.outputs[2]) == sorted((k, counts[k]) for k in {r["k"] for r in more})
     _verify_clean(tools, q.checkpoint)
+
+
+def test_command_line_with_master_runs_a_spark_job(spark, tools, tmp_path):
+    """``lineagestore repartition --master local[2]`` (its own process, as a user runs it): the rewrite runs
+    as a Spark job on that master, the report says so, and the query resumes exactly."""
+    import subprocess
+    import sys
+
+    q, rows = _summing_query(spark, tmp_path, 18)
+    argv = [sys.executable, "-m", "lineagestore.cli", "repartition", str(q.checkpoint), "--partitions", "4"]
+    done = subprocess.run([*argv, "--master", "local[2]"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    report = " ".join(done.stdout.split())
+    assert "as a Spark job: 2 tasks on executors driver" in report, done.stdout
+    _verify_clean(tools, q.checkpoint)
+    _resumes_exactly(q, rows, 19)
 
 
 def test_s3a_checkpoint_through_the_command_line(spark, tools, s3_server, s3_bucket, tmp_path, capsys):

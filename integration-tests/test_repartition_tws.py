@@ -82,12 +82,15 @@ def _build(processor, time_mode: str, output: str, watermark: bool):
     return build
 
 
-def _repartition(spark, jvm_tools, q: Query, n: int, state_vars: tuple[str, ...], live: set[str]) -> int:
-    """Repartitions to ``n``; checks that the state data source reads every ``live`` key of each state
+def _repartition(
+    spark, jvm_tools, q: Query, n: int, state_vars: tuple[str, ...], live: set[str], as_job: bool = False
+) -> int:
+    """Repartitions to ``n`` (``as_job``: as a Spark job on the session, else in the tools' JVM); checks that the state data source reads every ``live`` key of each state
     variable back, each where Spark's shuffle puts it (the timers too), and that verify is clean; returns
     the batch the repartition took."""
-    out = rp.repartition(jvm_tools, str(q.checkpoint), n)
+    out = rp.repartition(spark if as_job else jvm_tools, str(q.checkpoint), n)
     assert out["rowsMoved"] > 0 and out["newPartitions"] == n
+    assert out["ranAs"] == ("spark job" if as_job else "tools JVM")
     for var in state_vars:
         assert _state_keys(spark, q.checkpoint, stateVarName=var) == live, var
         _placement_matches_spark(spark, q.checkpoint, n, ["k"], operatorId=0, stateVarName=var)
@@ -97,8 +100,8 @@ def _repartition(spark, jvm_tools, q: Query, n: int, state_vars: tuple[str, ...]
 
 
 def test_event_time_value_list_map_and_timers_up_and_down(spark, tools, tmp_path):  # noqa: F811
-    """EventTime: 2 -> 4 (a multiple: each old partition grows alone, its keys placed among four) -> 3
-    (neither: every row placed among all). Timers registered before each repartition fire after it, for
+    """EventTime: 2 -> 4 (a multiple: each old partition grows alone, its keys placed among four; in the
+    tools' JVM) -> 3 (neither: every row placed among all; as a Spark job). Timers registered before each repartition fire after it, for
     their keys, in the batch the oracle says."""
     keys = [f"k{i}" for i in range(12)]
     runs = [
@@ -115,7 +118,7 @@ def test_event_time_value_list_map_and_timers_up_and_down(spark, tools, tmp_path
         if i in (1, 2):
             n = 4 if i == 1 else 3
             vars_ = ("count", "max_t", "values", "parity")
-            skipped.append(_repartition(spark, tools, q, n, vars_, set(keys)))
+            skipped.append(_repartition(spark, tools, q, n, vars_, set(keys), as_job=i == 2))
         q.write("in", rows)
         q.run()
     # the repartition batches have no output; every other batch is the oracle's, in order
@@ -136,7 +139,8 @@ def test_processing_time_ttl_and_timers_up_and_down(spark, tools, tmp_path, enco
     state encodings (Avro keys are decoded through the operator's schema history). After each repartition
     and a sleep past the TTL and the timers: every timer fires for its key, and Spark's TTL clean-up evicts
     every expired entry, which it finds through the TTL index families: each index row must have moved to
-    the partition of the state it indexes."""
+    the partition of the state it indexes. Avro's rewrite runs as a Spark job (its placement built in the
+    task, from the schema files), unsaferow's in the tools' JVM."""
     spark.conf.set("spark.sql.shuffle.partitions", "2")
     spark.conf.set(ENCODING, encoding)  # recorded in the offset log at the first batch; kept on restarts
     try:
@@ -160,7 +164,8 @@ def _ttl_and_timers(spark, tools, tmp_path, encoding: str) -> None:  # noqa: F81
     counts = {k: 2 if k in keys[:4] else 1 for k in keys}
     for n, new_key in ((3, "k10"), (2, "k11")):
         live = set(keys) | ({"k10"} if new_key == "k11" else set())
-        batch = _repartition(spark, tools, q, n, ("count", "kept"), live) + 1
+        as_job = encoding == "avro"
+        batch = _repartition(spark, tools, q, n, ("count", "kept"), live, as_job) + 1
         time.sleep(max(FLASH_TTL_MS, TIMER_DELAY_MS) / 1000 + 0.5)
         q.write("in", [{"k": new_key, "t": 0, "v": 1}])
         q.run()

@@ -13,8 +13,10 @@ copy; S3: uploaded under a fresh prefix) before every measured operation, so eve
 same bytes. Measured per operation: wall time, bytes read and written and requests by type, as the store saw
 them (local: the counting filesystem ``lsbench://``, CountingFileSystem.java; S3: s3a's IOStatistics of the
 bucket's filesystem, which every client in the JVM shares). Both tools run in the same JVM (local[2]).
-lineagestore's is measured twice: as shipped, and with its grouped, parallel rewrite for multiples and
-divisors turned off (``general_path_only``), which shows what that path gains.
+lineagestore's is measured three ways: in the tools' JVM on its threads (the command line without
+``--master``), as a Spark job on the session (``repartition(spark, ...)``: on local[2] its tasks run in the same
+JVM, on two cores), and in the tools' JVM with its grouped, parallel rewrite for multiples and divisors turned
+off (``general_path_only``), which shows what that path gains.
 
 Also measured: ``lineagestore.migrate.migrate`` of the RocksDB provider's checkpoints (same partition count).
 After every operation the resulting checkpoint's state is counted with Spark's ``statestore`` data source
@@ -48,8 +50,10 @@ FS_CHECKPOINT_MANAGER = (
 CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 PROVIDERS = {"rocksdb_v2": (RDB, {CHANGELOG: "true"}), "lineagestore": (LINEAGE, {CHANGELOG: "false"})}
 WORKLOADS = ("agg", "dedup")
-# lineagestore_general: the same command with its grouped, parallel rewrite turned off (what it gains)
-TOOLS = ("spark", "lineagestore", "lineagestore_general")
+# lineagestore: the tools' JVM on its threads (the command line without --master); lineagestore_job: the
+# in-session entry point, a Spark job on the session's executors; lineagestore_general: the tools' JVM with
+# its grouped, parallel rewrite turned off (what it gains)
+TOOLS = ("spark", "lineagestore", "lineagestore_job", "lineagestore_general")
 BUCKET = "lsbench-repartition"
 
 
@@ -244,11 +248,12 @@ def spark_repartition(spark, uri: str, n: int) -> None:
     spark._streamingCheckpointManager.repartition(uri, n)
 
 
-def lineagestore_repartition(tools, uri: str, n: int, general_path_only: bool) -> dict[str, Any]:
+def lineagestore_repartition(target, uri: str, n: int, general_path_only: bool) -> dict[str, Any]:
+    """``target``: the tools (their JVM's threads) or the SparkSession (a Spark job)."""
     from lineagestore.repartition import repartition
 
-    out = repartition(tools, uri, n, general_path_only=general_path_only)
-    return {"rowsMoved": out["rowsMoved"], "phasesMs": out["phasesMs"]}
+    out = repartition(target, uri, n, general_path_only=general_path_only)
+    return {"rowsMoved": out["rowsMoved"], "phasesMs": out["phasesMs"], "tasks": out.get("tasks")}
 
 
 def lineagestore_migrate(spark, uri: str) -> dict[str, Any]:
@@ -322,8 +327,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                 r = place.measure(lambda u=uri, m=n: spark_repartition(spark, u, m))
                             else:
                                 general = tool == "lineagestore_general"
+                                target = spark if tool == "lineagestore_job" else tools
                                 r = place.measure(
-                                    lambda u=uri, m=n, g=general: lineagestore_repartition(tools, u, m, g)
+                                    lambda u=uri, m=n, g=general, t=target: lineagestore_repartition(
+                                        t, u, m, g
+                                    )
                                 )
                             rows, parts = state_rows(spark, uri)
                             if rows != expected or parts != n:
@@ -335,6 +343,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                             place.discard(uri)
                         case[tool] = summarize(runs)
                     case["ratio"] = round(case["lineagestore"]["wall_s"] / case["spark"]["wall_s"], 3)
+                    case["ratio_job"] = round(case["lineagestore_job"]["wall_s"] / case["spark"]["wall_s"], 3)
                     results["cases"].append(case)
                     print(json.dumps(case), flush=True)
                 if not args.no_migrate:

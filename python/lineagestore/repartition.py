@@ -6,6 +6,7 @@ from lineagestore.checkpoint.repartitioning import (  # noqa: F401
     STEP_AFTER_COMMIT,
     STEP_AFTER_OFFSETS,
     STEP_AFTER_STORES,
+    STEP_TASK_AFTER_WRITE,
     STEPS,
     InjectedCrash,
     Plan,

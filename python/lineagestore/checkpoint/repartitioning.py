@@ -4,10 +4,13 @@ A stateful query's partition count (``spark.sql.shuffle.partitions`` when it fir
 checkpoint. This rewrites the state of the last committed batch ``B`` into ``N`` partitions and records it as
 one more batch, the way Spark 4.3's own offline repartition does (which refuses every provider but its own):
 
-1. every store of every operator is rewritten by the JVM (``CheckpointTools.repartitionStore``): each key is
-   placed by Spark's own partitioning expression (``SparkKeyPlacement``) and every new partition's store is
-   committed at version ``B + 2`` under a fresh unique ID, in lineagestore's format (no existing file is
-   touched: until the commit log names them the new files are unreferenced);
+1. every store of every operator is rewritten: each key is placed by Spark's own partitioning expression
+   (``SparkKeyPlacement``) and every new partition's store is committed at version ``B + 2`` under a fresh
+   unique ID, in lineagestore's format (no existing file is touched: until the commit log names them the new
+   files are unreferenced). Given a SparkSession, as one Spark job whose tasks (one per independent group of
+   new partitions, ``RepartitionJob``) run on the executors and read only their group's old stores; given the
+   tools' JVM, on that JVM's threads (``CheckpointTools.repartitionStore``). Both split the work the same way
+   (``StoreRepartitioner.groupsOf``) and write the same stores;
 2. ``offsets/B+1``: a copy of ``offsets/B`` whose recorded ``spark.sql.shuffle.partitions`` is ``N``, marked
    as a rewrite batch (``spark_files.REWRITE_FIELD``);
 3. ``commits/B+1`` last, naming the new unique IDs: from here on the checkpoint is repartitioned;
@@ -60,6 +63,9 @@ STEPS = (STEP_AFTER_STORES, STEP_AFTER_OFFSETS)
 # Between the checkpoint's commit and the file sink's entry (with ``file_sink``): the checkpoint is
 # repartitioned, the sink's log lacks the entry, and a re-run with ``file_sink`` writes only that.
 STEP_AFTER_COMMIT = "repartition.after-commit"
+# In the Spark job: a task that fails after its new stores are written is retried (its first write is left as
+# orphans for ``gc``); the name is the JVM's (``RepartitionJob.TaskAfterWrite``).
+STEP_TASK_AFTER_WRITE = "repartition.task-after-write"
 
 
 class InjectedCrash(RuntimeError):
@@ -196,7 +202,7 @@ def plan(tools: JvmTools, path: str, partitions: int) -> Plan:
 
 
 def repartition(
-    tools: JvmTools,
+    target: Any,
     path: str,
     partitions: int,
     dry_run: bool = False,
@@ -206,15 +212,21 @@ def repartition(
     file_sink: str | None = None,
     file_sink_compact_interval: int = sink_log.SPARK_DEFAULT_COMPACT_INTERVAL,
 ) -> dict[str, Any]:
-    """Repartition the stopped query at ``path`` to ``partitions``; see the module doc. ``file_sink``: the
+    """Repartition the stopped query at ``path`` to ``partitions``; see the module doc. ``target``: a
+    SparkSession, whose executors rewrite the stores as one Spark job (each group of new partitions a task,
+    docs/repartition.md, "The Spark job"), or :class:`JvmTools`, whose JVM rewrites them on its own threads
+    (the command line without ``--master``). ``file_sink``: the
     ``path`` of the query's Spark file sink, whose log then gets the entry of the new batch
     (``file_sink_compact_interval``: the query's ``spark.sql.streaming.fileSink.log.compactInterval``); on a
     checkpoint that has ``partitions`` already, only the sink's missing entries are written. ``crash_at``
     (tests only) is one of :data:`STEPS` or :data:`STEP_AFTER_COMMIT`: :class:`InjectedCrash` is raised
-    there. ``general_path_only`` (benchmarks only) turns off the grouped, parallel rewrite for multiples and
+    there; or, with a SparkSession, :data:`STEP_TASK_AFTER_WRITE`: the job's first task fails once after its
+    write, and is retried. ``general_path_only`` (benchmarks only) turns off the grouped, parallel rewrite for multiples and
     divisors (``StoreRepartitioner``), to measure what it gains; the result is the same."""
-    if crash_at is not None and crash_at not in (*STEPS, STEP_AFTER_COMMIT):
-        raise ValueError(f"unknown step {crash_at!r}; steps: {', '.join((*STEPS, STEP_AFTER_COMMIT))}")
+    tools, spark = _tools_of(target)
+    known = (*STEPS, STEP_AFTER_COMMIT) + ((STEP_TASK_AFTER_WRITE,) if spark is not None else ())
+    if crash_at is not None and crash_at not in known:
+        raise ValueError(f"unknown step {crash_at!r}; steps: {', '.join(known)}")
 
     def step(name: str) -> None:
         if crash_at == name:
@@ -239,42 +251,12 @@ def repartition(
         if file_sink is not None:
             result["writes"].append(f"{file_sink}/_spark_metadata/{p.last_batch + 1} (after the commit)")
         return result
-    new_ids: dict[str, list[list[str | None]]] = {}
-    rows = 0
-    phases: dict[str, int] = {}
-    progress.start("repartition", len(p.stores))
-    for s in p.stores:
-        if s.tws is not None:
-            placement = tools.tws_placement(
-                s.tws.operator_name,
-                s.store_name,
-                s.tws.schema_files,
-                s.tws.properties,
-                s.tws.encoding,
-                partitions,
-            )
-        else:
-            placement = tools.key_placement(
-                s.key_schema, s.value_schema, s.prefix_key_columns, s.partition_key_columns, partitions
-            )
-        sources = "\n".join(f"{part} {p.last_batch + 1} {uid} {uri}" for part, uid, uri in s.sources)
-        out = tools.repartition_store(
-            f"{p.uri}/{operator_path(s.operator_id)}",
-            s.operator_id,
-            s.store_name,
-            sources,
-            p.last_batch + 1,
-            placement,
-            general_path_only,
-        )
-        rows += out["rowsRead"]
-        for name, ms in out.get("phasesMs", {}).items():
-            phases[name] = phases.get(name, 0) + ms
-        per_part = new_ids.setdefault(str(s.operator_id), [[] for _ in range(partitions)])
-        for part, uid in enumerate(out["uniqueIds"]):
-            per_part[part].append(uid)
-        progress.step(f"operator {s.operator_id} {s.store_name}: {out['rowsRead']} rows")
-    progress.finish()
+    if spark is not None:
+        new_ids, rows, phases, tasks = _rewrite_as_job(tools, spark, p, general_path_only, crash_at, progress)
+        result["tasks"] = tasks
+    else:
+        new_ids, rows, phases = _rewrite_in_jvm(tools, p, general_path_only, progress)
+    result["ranAs"] = "spark job" if spark is not None else "tools JVM"
     step(STEP_AFTER_STORES)
     new_batch = p.last_batch + 1
     if not p.resume:
@@ -297,6 +279,116 @@ def repartition(
     return result
 
 
+def _tools_of(target: Any) -> tuple[JvmTools, Any]:
+    """(the tools, the SparkSession or None) for ``repartition``'s ``target``."""
+    if isinstance(target, JvmTools):
+        return target, None
+    if hasattr(target, "_jsparkSession"):
+        tools = JvmTools(target._jvm)
+        # the driver's own reads and writes (Spark's files) reach the storage as the session's tasks do
+        for key, value in target.sparkContext.getConf().getAll():
+            if key.startswith("spark.hadoop."):
+                tools.set_hadoop_conf(key[len("spark.hadoop.") :], value)
+        return tools, target
+    raise TypeError(f"repartition takes a SparkSession or JvmTools, got {type(target).__name__}")
+
+
+def _placement_args(s: StorePlan, partitions: int) -> tuple[str, tuple[Any, ...]]:
+    """How store ``s``'s keys are placed: which placement (``"tws"`` or ``"rows"``) and its arguments, the
+    same for the tools' JVM and the Spark job's recipes."""
+    if s.tws is not None:
+        t = s.tws
+        return "tws", (t.operator_name, s.store_name, "\n".join(t.schema_files), t.properties, t.encoding)
+    return "rows", (s.key_schema, s.value_schema, s.prefix_key_columns, s.partition_key_columns)
+
+
+def _sources(p: Plan, s: StorePlan) -> str:
+    return "\n".join(f"{part} {p.last_batch + 1} {uid} {uri}" for part, uid, uri in s.sources)
+
+
+def _rewrite_in_jvm(
+    tools: JvmTools, p: Plan, general_path_only: bool, progress: Progress
+) -> tuple[dict[str, list[list[str | None]]], int, dict[str, int]]:
+    """Every store rewritten in the tools' JVM, one store after another (``StoreRepartitioner``'s threads
+    write a store's groups in parallel): (new unique IDs by operator and partition, rows, phases)."""
+    new_ids: dict[str, list[list[str | None]]] = {}
+    rows = 0
+    phases: dict[str, int] = {}
+    progress.start("repartition", len(p.stores))
+    for s in p.stores:
+        kind, args = _placement_args(s, p.new_partitions)
+        if kind == "tws":
+            name, store, files, props, encoding = args
+            placement = tools.tws_placement(name, store, files.split("\n"), props, encoding, p.new_partitions)
+        else:
+            placement = tools.key_placement(*args, p.new_partitions)
+        out = tools.repartition_store(
+            f"{p.uri}/{operator_path(s.operator_id)}",
+            s.operator_id,
+            s.store_name,
+            _sources(p, s),
+            p.last_batch + 1,
+            placement,
+            general_path_only,
+        )
+        rows += _gather(out, s, p.new_partitions, new_ids, phases)
+        progress.step(f"operator {s.operator_id} {s.store_name}: {out['rowsRead']} rows")
+    progress.finish()
+    return new_ids, rows, phases
+
+
+def _rewrite_as_job(
+    tools: JvmTools, spark: Any, p: Plan, general_path_only: bool, crash_at: str | None, progress: Progress
+) -> tuple[dict[str, list[list[str | None]]], int, dict[str, int], list[dict[str, Any]]]:
+    """Every store rewritten by one Spark job on ``spark``'s executors (``RepartitionJob``): each store's
+    placement is built on the driver first (a store that cannot be placed is refused before any task runs).
+    Returns what :func:`_rewrite_in_jvm` does and, per task, where it ran and how long it took."""
+    g = tools.guarded
+    job_class = spark._jvm.org.apache.spark.sql.execution.streaming.state.lineagestore.RepartitionJob
+    job = g(job_class.builder, p.new_partitions, general_path_only)
+    for s in p.stores:
+        kind, args = _placement_args(s, p.new_partitions)
+        recipe = g(job.twsRecipe, *args) if kind == "tws" else g(job.rowKeyRecipe, *args)
+        g(
+            job.store,
+            spark._jsparkSession,
+            f"{p.uri}/{operator_path(s.operator_id)}",
+            s.operator_id,
+            s.store_name,
+            _sources(p, s),
+            p.last_batch + 1,
+            recipe,
+        )
+    progress.start("repartition (Spark job)", 1)
+    fail_at = STEP_TASK_AFTER_WRITE if crash_at == STEP_TASK_AFTER_WRITE else None
+    out = json.loads(g(job.run, spark._jsparkSession, fail_at))
+    progress.step(f"{len(p.stores)} stores, {len(out['tasks'])} tasks")
+    progress.finish()
+    new_ids: dict[str, list[list[str | None]]] = {}
+    rows = 0
+    phases: dict[str, int] = {}
+    for s, store_out in zip(p.stores, out["stores"], strict=True):
+        rows += _gather(store_out, s, p.new_partitions, new_ids, phases)
+    return new_ids, rows, phases, out["tasks"]
+
+
+def _gather(
+    out: dict[str, Any],
+    s: StorePlan,
+    partitions: int,
+    new_ids: dict[str, list[list[str | None]]],
+    phases: dict[str, int],
+) -> int:
+    """Adds one store's rewrite (``out``) to ``new_ids`` (by operator, then partition, in the order of the
+    operator's store names, as the commit log lists them) and ``phases``; returns its rows."""
+    for name, ms in out.get("phasesMs", {}).items():
+        phases[name] = phases.get(name, 0) + ms
+    per_part = new_ids.setdefault(str(s.operator_id), [[] for _ in range(partitions)])
+    for part, uid in enumerate(out["uniqueIds"]):
+        per_part[part].append(uid)
+    return out["rowsRead"]
+
+
 def _repartitioned_already(tools: JvmTools, path: str, partitions: int) -> tuple[str, int] | None:
     """(URI, last committed batch) if the checkpoint's last committed batch runs with ``partitions`` already
     (a repartition done before, whose file sink may still lack its entry), else None."""
@@ -310,8 +402,10 @@ def _repartitioned_already(tools: JvmTools, path: str, partitions: int) -> tuple
     return uri, committed[-1]
 
 
-def undo(tools: JvmTools, path: str) -> dict[str, Any]:
-    """Remove the uncommitted repartition entry ``offsets/B+1`` (ours or Spark's), nothing else."""
+def undo(target: Any, path: str) -> dict[str, Any]:
+    """Remove the uncommitted repartition entry ``offsets/B+1`` (ours or Spark's), nothing else. ``target``:
+    as :func:`repartition`'s."""
+    tools, _ = _tools_of(target)
     cp = load(tools, path)
     note = unfinished_repartition(tools, cp.uri, cp.batches, cp.uncommitted)
     if note is None:

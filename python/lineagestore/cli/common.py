@@ -68,7 +68,8 @@ class Verb:
     epilog: str
     arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace, Any, Any], int]
-    needs: str = TOOLS
+    # TOOLS or SPARK, or a function of the arguments choosing one (repartition runs as a Spark job with --master)
+    needs: str | Callable[[argparse.Namespace], str] = TOOLS
     short_lived: bool = False  # reads little: a JVM with the C1 compiler only (lineagestore.jvm.start)
     # the arguments naming checkpoints: their filesystem is checked before the verb runs (s3a:// jars)
     locations: tuple[str, ...] = ("checkpoint",)
@@ -267,8 +268,10 @@ def _provide(
     repositories: list[str],
     progress: Any,
 ) -> Iterator[Any]:
-    if verb.needs == SPARK:
-        with _spark_session(hadoop_conf, jars, packages, repositories) as spark:
+    needs = verb.needs(args) if callable(verb.needs) else verb.needs
+    if needs == SPARK:
+        master = getattr(args, "master", None) or "local[1]"
+        with _spark_session(hadoop_conf, jars, packages, repositories, master) as spark:
             yield spark
         return
     from lineagestore.checkpoint import to_uri
@@ -311,14 +314,18 @@ def _start_quiet_jvm(builder: Any) -> None:
 
 @contextmanager
 def _spark_session(
-    hadoop_conf: dict[str, str], jars: list[str], packages: list[str], repositories: list[str]
+    hadoop_conf: dict[str, str],
+    jars: list[str],
+    packages: list[str],
+    repositories: list[str],
+    master: str = "local[1]",
 ) -> Iterator[Any]:
-    """A local[1] SparkSession configured with lineagestore (and the extra jars), stopped afterwards."""
+    """A SparkSession on ``master`` configured with lineagestore (and the extra jars), stopped afterwards."""
     from pyspark.sql import SparkSession
 
     import lineagestore
 
-    builder = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+    builder = SparkSession.builder.master(master).config("spark.ui.enabled", "false")
     for key, value in (
         ("spark.jars", ",".join(jars)),
         ("spark.jars.packages", ",".join(packages)),

@@ -89,10 +89,16 @@ class JvmTools:
     # -- plumbing ---------------------------------------------------------------------------------------------
 
     def _call(self, name: str, *args: Any) -> Any:
+        return self.guarded(getattr(self._tools, name), *args)
+
+    def guarded(self, method: Any, *args: Any) -> Any:
+        """``method(*args)``, a py4j call (``CheckpointTools``', or a Spark-glue object's such as the
+        repartition job's builder), with a Java failure turned into :class:`ToolError` (or
+        :class:`FilesystemUnreachable`) and a lost JVM into :class:`ToolsUnavailable`."""
         from py4j.protocol import Py4JError, Py4JJavaError
 
         try:
-            return getattr(self._tools, name)(*args)
+            return method(*args)
         except Py4JJavaError as e:
             unreachable = _unreachable_cause(e)
             if unreachable:
@@ -248,8 +254,9 @@ class JvmTools:
 
         cls = self._jvm.org.apache.spark.sql.execution.streaming.state.lineagestore.TwsKeyPlacement
         try:
+            conf = self._jvm.io.lineagestore.tools.ToolEnv.hadoopConf()
             return cls.of(
-                operator_name, store_name, "\n".join(schema_files), properties, encoding, partitions
+                operator_name, store_name, "\n".join(schema_files), properties, encoding, partitions, conf
             )
         except Py4JJavaError as e:
             raise ToolError(_java_message(e)) from None

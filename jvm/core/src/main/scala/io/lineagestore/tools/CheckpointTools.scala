@@ -283,12 +283,7 @@ object CheckpointTools {
       placement: KeyPlacement,
       generalPathOnly: Boolean
   ): String = {
-    val parsed = Option(sources).getOrElse("").split("\n").toSeq.map(_.trim).filter(_.nonEmpty).map { line =>
-      line.split(" ", 4) match {
-        case Array(p, v, id, dir) => RepartitionSource(p.toInt, dir, CheckpointId(v.toLong, id))
-        case _                    => throw new IllegalArgumentException(s"bad source line '$line'")
-      }
-    }
+    val parsed = RepartitionSource.parseLines(sources)
     val r = StoreRepartitioner.run(
       operatorId,
       storeName,

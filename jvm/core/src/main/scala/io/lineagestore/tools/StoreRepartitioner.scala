@@ -7,6 +7,8 @@ import java.util.concurrent.atomic.AtomicLong
 
 import scala.jdk.CollectionConverters._
 
+import org.apache.hadoop.conf.Configuration
+
 import io.lineagestore.engine.DaemonThreads
 import io.lineagestore.lineage.CheckpointId
 import io.lineagestore.store.{ColumnFamilies, CrashPoints, LineageStore, LocalDirectories, StoreSettings}
@@ -38,6 +40,21 @@ trait KeyPlacement {
 
 /** What one store name of one operator had in each old partition: the committed checkpoint to read. */
 final case class RepartitionSource(partitionId: Int, dir: String, committed: CheckpointId)
+
+object RepartitionSource {
+
+  /** Sources as the Python side sends them: one a line, `partition version uniqueId dir`. */
+  def parseLines(text: String): Seq[RepartitionSource] =
+    Option(text).getOrElse("").split("\n").toSeq.map(_.trim).filter(_.nonEmpty).map { line =>
+      line.split(" ", 4) match {
+        case Array(p, v, id, dir) => RepartitionSource(p.toInt, dir, CheckpointId(v.toLong, id))
+        case _                    =>
+          throw new IllegalArgumentException(
+            s"bad source line '$line': want 'partition version uniqueId dir'"
+          )
+      }
+    }
+}
 
 /** Rewrites one store name of one operator from its old partitions into `placement.partitions` new ones.
   *
@@ -75,6 +92,21 @@ object StoreRepartitioner {
 
   val DefaultThreads: Int = math.max(1, math.min(4, Runtime.getRuntime.availableProcessors()))
 
+  /** The independent groups of a rewrite of `sources` into `n` partitions ([[RepartitionGroups]]), or one
+    * group of everything, every key placed, when the sources are not every old partition 0 until their count
+    * or `generalPathOnly`. The one decision of how a rewrite splits: the threads here and the tasks of the
+    * Spark job (`RepartitionJob`) both take it.
+    */
+  def groupsOf(
+      sources: Seq[RepartitionSource],
+      n: Int,
+      generalPathOnly: Boolean = false
+  ): Seq[RepartitionGroup] = {
+    val complete = sources.map(_.partitionId).toSet == (0 until sources.size).toSet
+    if (complete && !generalPathOnly) RepartitionGroups.plan(sources.size, n)
+    else Seq(RepartitionGroup(sources.map(_.partitionId), 0 until n, direct = false))
+  }
+
   /** `newDir(p)` is the directory of new partition `p` (Spark's layout, the same operator). `crash` reaches
     * the new stores' commit and upload steps (the steps between Spark's files are the caller's).
     */
@@ -91,57 +123,30 @@ object StoreRepartitioner {
       generalPathOnly: Boolean = false // measurement only: one group, every key placed, one thread
   ): Result = {
     val n = placement.partitions
-    val bySource = sources.map(s => s.partitionId -> s).toMap
-    val complete = bySource.keySet == (0 until sources.size).toSet
-    // groups need every old partition 0 until oldN; anything else is placed the general way
-    val groups =
-      if (complete && !generalPathOnly) RepartitionGroups.plan(sources.size, n)
-      else Seq(RepartitionGroup(sources.map(_.partitionId), 0 until n, direct = false))
-    val clock = new PhaseClock
+    val groups = groupsOf(sources, n, generalPathOnly)
     val results = inParallel(groups, if (groups.size > 1) threads else 1) { group =>
       val place = if (groups.size > 1) placement.forAnotherThread else placement
       val commitThreads = if (groups.size > 1 || generalPathOnly) 1 else threads
-      write(
+      rewriteGroup(
         operatorId,
         storeName,
-        n,
+        sources,
+        group,
         newDir,
         emptyVersion,
+        place,
         crash,
         scratchRoot,
-        group.newPartitions,
         commitThreads
-      ) { (scratch, sink) =>
-        val byFamily = scala.collection.mutable.Map.empty[String, KeyPlacement]
-        def placementOf(family: String): KeyPlacement = byFamily.getOrElseUpdate(
-          family,
-          place
-            .ofFamily(family)
-            .getOrElse(
-              throw new UnsupportedOperationException(
-                s"operator $operatorId store $storeName: column family '$family' has no known placement " +
-                  "(no rule says which key column is the grouping key), so its rows cannot be moved; keep the " +
-                  "partition count of this query"
-              )
-            )
-        )
-        group.oldPartitions.map(bySource).foreach { src =>
-          readOld(operatorId, storeName, src, scratch, clock, sink.family) { (family, k, v) =>
-            val p =
-              if (group.direct) group.newPartitions.head else placementOf(family).partitionOf(k)
-            if (groups.size > 1 && !group.newPartitions.contains(p)) {
-              val feeders = groups.find(_.newPartitions.contains(p)).map(_.oldPartitions.mkString(", "))
-              throw new IllegalStateException(
-                s"operator $operatorId store $storeName: a key of old partition ${src.partitionId} belongs in " +
-                  s"new partition $p, which draws only from old partitions ${feeders.getOrElse("(none)")}: " +
-                  "the old state is not where Spark's shuffle puts its keys"
-              )
-            }
-            sink.put(p, family, k, v)
-          }
-        }
-      }
+      )
     }
+    combine(n, groups, results)
+  }
+
+  /** The results of every group of a rewrite into `n` partitions, as one: new partition `p`'s unique ID and
+    * row count at index `p`.
+    */
+  def combine(n: Int, groups: Seq[RepartitionGroup], results: Seq[Result]): Result = {
     val ids = Array.fill[String](n)(null)
     val counts = Array.fill(n)(0L)
     groups.zip(results).foreach { case (g, r) =>
@@ -150,8 +155,76 @@ object StoreRepartitioner {
         counts(p) = r.rowsPerPartition(i)
       }
     }
-    val phases = results.flatMap(_.phasesMs).groupMapReduce(_._1)(_._2)(_ + _) ++ clock.snapshot
+    require(
+      ids.forall(_ != null),
+      s"the groups of a rewrite into $n partitions left some partition unwritten"
+    )
+    val phases = results.flatMap(_.phasesMs).groupMapReduce(_._1)(_._2)(_ + _)
     Result(ids.toSeq, counts.sum, counts.toSeq, phases, groups.size)
+  }
+
+  /** Writes the new stores of one group (one of [[groupsOf]]): opens only the group's old partitions among
+    * `sources`, places each of their keys among the group's new partitions (or, `direct`, puts them all in
+    * its one) and commits each new store once. The result lists the group's new partitions' unique IDs and
+    * row counts in the order of `group.newPartitions`. `conf` reaches the storage (the tools' settings, or
+    * the session's in a task of the Spark job).
+    */
+  def rewriteGroup(
+      operatorId: Long,
+      storeName: String,
+      sources: Seq[RepartitionSource],
+      group: RepartitionGroup,
+      newDir: Int => String,
+      emptyVersion: Long,
+      placement: KeyPlacement,
+      crash: CrashPoints,
+      scratchRoot: File,
+      commitThreads: Int = 1,
+      conf: Configuration = ToolEnv.hadoopConf
+  ): Result = {
+    val n = placement.partitions
+    val bySource = sources.map(s => s.partitionId -> s).toMap
+    val clock = new PhaseClock
+    val r = write(
+      operatorId,
+      storeName,
+      n,
+      newDir,
+      emptyVersion,
+      crash,
+      scratchRoot,
+      group.newPartitions,
+      commitThreads,
+      conf
+    ) { (scratch, sink) =>
+      val byFamily = scala.collection.mutable.Map.empty[String, KeyPlacement]
+      def placementOf(family: String): KeyPlacement = byFamily.getOrElseUpdate(
+        family,
+        placement
+          .ofFamily(family)
+          .getOrElse(
+            throw new UnsupportedOperationException(
+              s"operator $operatorId store $storeName: column family '$family' has no known placement " +
+                "(no rule says which key column is the grouping key), so its rows cannot be moved; keep the " +
+                "partition count of this query"
+            )
+          )
+      )
+      group.oldPartitions.map(bySource).foreach { src =>
+        readOld(operatorId, storeName, src, scratch, clock, sink.family, conf) { (family, k, v) =>
+          val p = if (group.direct) group.newPartitions.head else placementOf(family).partitionOf(k)
+          // (a partition outside 0 until n is the sink's to refuse: the placement itself is wrong)
+          if (p >= 0 && p < n && !group.newPartitions.contains(p))
+            throw new IllegalStateException(
+              s"operator $operatorId store $storeName: a key of old partition ${src.partitionId} belongs in " +
+                s"new partition $p, which draws only from other old partitions than " +
+                s"${group.oldPartitions.mkString(", ")}: the old state is not where Spark's shuffle puts its keys"
+            )
+          sink.put(p, family, k, v)
+        }
+      }
+    }
+    r.copy(phasesMs = r.phasesMs ++ clock.snapshot, groups = 1)
   }
 
   /** Loads one old partition's committed checkpoint into a scratch directory, names each of its column
@@ -164,11 +237,12 @@ object StoreRepartitioner {
       src: RepartitionSource,
       scratch: File,
       clock: PhaseClock,
-      family: String => Unit
+      family: String => Unit,
+      conf: Configuration
   )(
       row: (String, Array[Byte], Array[Byte]) => Unit
   ): Unit =
-    ToolStore.using(StoreRef(operatorId, src.partitionId, storeName, src.dir)) { tool =>
+    ToolStore.using(StoreRef(operatorId, src.partitionId, storeName, src.dir), conf) { tool =>
       val oldDir = new File(scratch, s"old-${src.partitionId}")
       val old = new LineageStore(tool.files, oldDir, StoreSettings.Default)
       try {
@@ -211,7 +285,8 @@ object StoreRepartitioner {
       crash: CrashPoints,
       scratchRoot: File,
       targets: Seq[Int] = null,
-      commitThreads: Int = 1
+      commitThreads: Int = 1,
+      conf: Configuration = ToolEnv.hadoopConf
   )(feed: (File, RowSink) => Unit): Result = {
     require(n > 0, s"the new partition count must be positive, got $n")
     val parts = Option(targets).getOrElse(0 until n)
@@ -221,7 +296,7 @@ object StoreRepartitioner {
     val opened = scala.collection.mutable.ArrayBuffer.empty[(ToolStore, LineageStore)]
     try {
       parts.foreach { p =>
-        val tool = new ToolStore(StoreRef(operatorId, p, storeName, newDir(p)))
+        val tool = new ToolStore(StoreRef(operatorId, p, storeName, newDir(p)), conf)
         opened += tool -> new LineageStore(
           tool.files,
           new File(scratch, s"new-$p"),

@@ -46,8 +46,8 @@ final class ToolStore(val ref: StoreRef, conf: Configuration = ToolEnv.hadoopCon
 }
 
 object ToolStore {
-  def using[T](ref: StoreRef)(body: ToolStore => T): T = {
-    val s = new ToolStore(ref)
+  def using[T](ref: StoreRef, conf: Configuration = ToolEnv.hadoopConf)(body: ToolStore => T): T = {
+    val s = new ToolStore(ref, conf)
     try body(s)
     finally s.close()
   }

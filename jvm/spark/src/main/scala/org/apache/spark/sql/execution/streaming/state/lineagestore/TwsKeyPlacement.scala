@@ -19,7 +19,7 @@ import org.apache.spark.sql.execution.streaming.state.{
 }
 
 import io.lineagestore.store.ColumnFamilies
-import io.lineagestore.tools.{KeyPlacement, ToolEnv}
+import io.lineagestore.tools.KeyPlacement
 
 /** Places the rows of a transformWithState store: every column family's key holds the grouping key somewhere
   * (value and list state: the key is the grouping key; map state: (grouping key, user key); timers: (grouping
@@ -110,10 +110,10 @@ final class TwsKeyPlacement(
 
 object TwsKeyPlacement {
 
-  /** For py4j: the operator's recorded name, store name, state schema files (`_stateSchema/...` as the
-    * operator metadata (version 2) lists them, newest last, one a line; read with the tools' Hadoop
-    * settings), operator properties JSON (its `stateVariables`) and the state encoding the offset log records
-    * (`unsaferow` or `avro`).
+  /** The operator's recorded name, store name, state schema files (`_stateSchema/...` as the operator
+    * metadata (version 2) lists them, newest last, one a line; read with `conf`: the tools' Hadoop settings
+    * from py4j, the session's in a task), operator properties JSON (its `stateVariables`) and the state
+    * encoding the offset log records (`unsaferow` or `avro`).
     */
   def of(
       operatorName: String,
@@ -121,11 +121,11 @@ object TwsKeyPlacement {
       schemaFiles: String,
       operatorPropertiesJson: String,
       encodingFormat: String,
-      partitions: Int
+      partitions: Int,
+      conf: org.apache.hadoop.conf.Configuration
   ): TwsKeyPlacement = {
     val files = schemaFiles.split("\n").toList.map(_.trim).filter(_.nonEmpty)
     require(files.nonEmpty, "no state schema file given")
-    val conf = ToolEnv.hadoopConf
     val avro =
       if (!encodingFormat.equalsIgnoreCase(StateEncoders.AvroFormat)) None
       else
