@@ -1,7 +1,8 @@
 """``repartition`` as a Spark job on the 3-executor cluster (issue 47): the tasks of one job rewrite the stores
 on the executors, each group of new partitions in a task of its own, and the driver commits. The operator tests
 of ``test_repartition.py`` run here with the job only (their oracle, placement and ``verify`` checks
-unchanged), and a task that fails after writing its stores is retried on the cluster: the retry's stores are
+unchanged), ``migrate`` from Spark's providers (their stores opened by Spark's own provider in the tasks),
+and a task that fails after writing its stores is retried on the cluster: the retry's stores are
 the committed ones, the first attempt's are orphans that ``gc`` removes, and nothing changes a result."""
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from test_repartition import (  # noqa: F401  (fixtures and tests collected here
     _verify_clean,
     test_dedup_then_aggregation_up_and_down,
     test_flat_map_groups_with_state,
+    test_migrate_from_spark_providers,
     tools,
 )
 

@@ -123,9 +123,12 @@ def migrate(
         # format version 2 shows in the commit log's unique IDs (the offset log does not always record it)
         format_version = "2" if commit_ids else "1"
         n = partitions or old_n
-        migration = spark._jvm.org.apache.spark.sql.execution.streaming.state.lineagestore.StateMigration
-        ids: dict[str, list[list[str]]] = {}
-        rows = 0
+        glue = spark._jvm.org.apache.spark.sql.execution.streaming.state.lineagestore
+        migration = glue.StateMigration
+        g = tools.guarded
+        # every store is added to one Spark job (a task per group of new partitions), then run at once
+        job = g(glue.RepartitionJob.builder, n, False)
+        added: list[tuple[int, str]] = []  # (operator, store name) in the order the job reports them
         operators = numbered_dirs(tools, f"{uri}/state")
         infos_of: dict[int, dict[str, dict]] = {}
         tws_of = {op: tws_info(tools, f"{uri}/{operator_path(op)}", last) for op in operators}
@@ -150,72 +153,71 @@ def migrate(
                 raise CheckpointError(
                     f"{uri}/{operator_path(op)}/_metadata/metadata is missing: the store names are unknown"
                 )
-        progress.start("migrate (stores)", sum(len(i) for i in infos_of.values()))
         for op in operators:
             op_uri = f"{uri}/{operator_path(op)}"
-            infos = infos_of[op]
-            per_part: list[list[str]] = [[] for _ in range(n)]
             tws = tws_of[op]
+            old_ids = (commit_ids.get(str(op)) or []) if format_version == "2" else []
             if tws is not None:
-                out = json.loads(
-                    migration.migrateTwsStore(
-                        spark._jsparkSession,
-                        uri,
-                        op,
-                        DEFAULT_STORE,
-                        last,
-                        provider,
-                        format_version,
-                        tws.operator_name,
-                        tws.schema_file,
-                        tws.properties,
-                        old_n,
-                        "\n".join(p[0] for p in (commit_ids.get(str(op)) or []))
-                        if format_version == "2"
-                        else "",
-                        n,
-                        n == old_n,
-                        op_uri,
-                    )
+                g(
+                    migration.migrateTwsStore,
+                    job,
+                    spark._jsparkSession,
+                    uri,
+                    op,
+                    DEFAULT_STORE,
+                    last,
+                    provider,
+                    format_version,
+                    tws.operator_name,
+                    tws.schema_file,
+                    tws.properties,
+                    old_n,
+                    "\n".join(p[0] for p in old_ids),
+                    n,
+                    n == old_n,
+                    op_uri,
                 )
-                rows += out["rowsRead"]
-                ids[str(op)] = [[uid] for uid in out["uniqueIds"]]
-                progress.step(f"operator {op} (transformWithState): {out['rowsRead']} rows")
+                added.append((op, DEFAULT_STORE))
                 continue
-            for name, info in infos.items():
+            infos = infos_of[op]
+            for store_idx, (name, info) in enumerate(infos.items()):
                 key_json, value_json = schema_jsons(
                     tools, f"{uri}/{store_path(op, 0, name)}/_metadata/schema"
                 )
                 prefix = int(info.get("numColsPrefixKey", 0))
                 part_cols = partition_key_columns(name, len(json.loads(key_json)["fields"]), prefix)
-                store_idx = list(infos).index(name)
-                old_ids = (commit_ids.get(str(op)) or []) if format_version == "2" else []
-                out = json.loads(
-                    migration.migrateStore(
-                        spark._jsparkSession,
-                        uri,
-                        op,
-                        name,
-                        last,
-                        provider,
-                        format_version,
-                        key_json,
-                        value_json,
-                        prefix,
-                        part_cols,
-                        int(info.get("numPartitions", old_n)),
-                        "\n".join(ids_of_part[store_idx] for ids_of_part in old_ids),
-                        n,
-                        n == old_n,
-                        op_uri,
-                    )
+                g(
+                    migration.migrateStore,
+                    job,
+                    spark._jsparkSession,
+                    uri,
+                    op,
+                    name,
+                    last,
+                    provider,
+                    format_version,
+                    key_json,
+                    value_json,
+                    prefix,
+                    part_cols,
+                    int(info.get("numPartitions", old_n)),
+                    "\n".join(ids_of_part[store_idx] for ids_of_part in old_ids),
+                    n,
+                    n == old_n,
+                    op_uri,
                 )
-                rows += out["rowsRead"]
-                for p, uid in enumerate(out["uniqueIds"]):
-                    per_part[p].append(uid)
-                progress.step(f"operator {op} {name}: {out['rowsRead']} rows")
-            ids[str(op)] = per_part
+                added.append((op, name))
+        progress.start("migrate (Spark job)", 1)
+        out = json.loads(g(job.run, spark._jsparkSession, None))
+        progress.step(f"{len(added)} stores, {len(out['tasks'])} tasks")
         progress.finish()
+        ids: dict[str, list[list[str]]] = {}
+        rows = 0
+        for (op, _name), store_out in zip(added, out["stores"], strict=True):
+            rows += store_out["rowsRead"]
+            per_part = ids.setdefault(str(op), [[] for _ in range(n)])
+            for p, uid in enumerate(store_out["uniqueIds"]):
+                per_part[p].append(uid)
         conf_after = {PROVIDER_KEY: PROVIDER_CLASS, FORMAT_KEY: "2", SHUFFLE_PARTITIONS: str(n)}
         tools.write_text(
             f"{uri}/offsets/{last + 1}",
@@ -240,5 +242,6 @@ def migrate(
         "oldPartitions": old_n,
         "newPartitions": n,
         "rowsMoved": rows,
+        "tasks": out["tasks"],
         "fileSink": sink,
     }

@@ -128,6 +128,16 @@ def add_global_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_master_argument(p: argparse.ArgumentParser, without: str) -> None:
+    """``--master URL``: the Spark master the verb's job runs on (``without``: what happens when not given)."""
+    p.add_argument(
+        "--master",
+        metavar="URL",
+        help="run the rewrite as a Spark job on this master (spark://host:7077, local[4], yarn): every "
+        f"executor writes its share; {without}",
+    )
+
+
 def positive_int(text: str) -> int:
     try:
         n = int(text)

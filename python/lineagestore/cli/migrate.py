@@ -1,5 +1,6 @@
 """``lineagestore migrate``: move a stopped query from Spark's RocksDB or HDFS provider onto lineagestore,
-keeping its state. It runs on a SparkSession of its own (local[1]): Spark's providers read the old state."""
+keeping its state. It runs on a SparkSession of its own (local[1], or ``--master``): Spark's providers read the
+old state in the tasks of one Spark job."""
 
 from __future__ import annotations
 
@@ -8,13 +9,14 @@ import textwrap
 from typing import Any
 
 from lineagestore.cli import file_sink
-from lineagestore.cli.common import EXIT_OK, SPARK, Verb, emit
-from lineagestore.cli.render import Page
+from lineagestore.cli.common import EXIT_OK, SPARK, Verb, add_master_argument, emit
+from lineagestore.cli.render import Page, job_tasks
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("checkpoint", help="checkpoint directory or URI of a stopped query")
     p.add_argument("--partitions", type=int, metavar="N", help="a new partition count (default: keep it)")
+    add_master_argument(p, "without it a local[1] session in the command's process")
     file_sink.add_arguments(p)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
 
@@ -52,6 +54,9 @@ def render(r: dict, width: int | None = None) -> str:
         f"({r['oldPartitions']} -> {r['newPartitions']} partitions) as batch {r['newBatch']}; "
         "restart the query"
     )
+    tasks = job_tasks(r)
+    if tasks:
+        page.line(tasks)
     file_sink.render(page, r, f"lineagestore migrate {r['checkpoint']}")
     return page.text()
 

@@ -157,3 +157,13 @@ class Page:
 
     def text(self) -> str:
         return "\n".join(self._lines)
+
+
+def job_tasks(r: dict) -> str | None:
+    """The line ``repartition`` and ``migrate`` print about the Spark job that wrote the stores (the report's
+    ``tasks``): how many tasks ran on which executors; None when the command's own JVM wrote them."""
+    tasks = r.get("tasks")
+    if not tasks:
+        return None
+    executors = sorted({t["executor"] for t in tasks})
+    return f"as a Spark job: {len(tasks)} tasks on executors {', '.join(executors)}"

@@ -8,8 +8,16 @@ import textwrap
 from typing import Any
 
 from lineagestore.cli import file_sink
-from lineagestore.cli.common import EXIT_OK, EXIT_USAGE, SPARK, TOOLS, Verb, emit
-from lineagestore.cli.render import Page
+from lineagestore.cli.common import (
+    EXIT_OK,
+    EXIT_USAGE,
+    SPARK,
+    TOOLS,
+    Verb,
+    add_master_argument,
+    emit,
+)
+from lineagestore.cli.render import Page, job_tasks
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
@@ -19,12 +27,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--undo", action="store_true", help="remove an unfinished repartition's offset entry instead"
     )
-    p.add_argument(
-        "--master",
-        metavar="URL",
-        help="rewrite the stores as a Spark job on this master (spark://host:7077, local[4], yarn): every "
-        "executor writes its share; without it the command's own JVM rewrites them on its threads",
-    )
+    add_master_argument(p, "without it the command's own JVM rewrites the stores on its threads")
     file_sink.add_arguments(p)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
 
@@ -71,9 +74,9 @@ def render(r: dict, width: int | None = None) -> str:
         # a store per operator store and partition: 1 operator store into 4 partitions writes 4 stores
         stores = len(r["stores"]) * r["newPartitions"]
         page.line(f"moved {r.get('rowsMoved', 0)} rows into {stores} stores; restart the query")
-        if r.get("tasks"):
-            executors = sorted({t["executor"] for t in r["tasks"]})
-            page.line(f"as a Spark job: {len(r['tasks'])} tasks on executors {', '.join(executors)}")
+        tasks = job_tasks(r)
+        if tasks:
+            page.line(tasks)
         file_sink.render(
             page, r, f"lineagestore repartition {r['checkpoint']} --partitions {r['newPartitions']}"
         )

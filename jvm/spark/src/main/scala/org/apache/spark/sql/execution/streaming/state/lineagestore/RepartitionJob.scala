@@ -59,6 +59,47 @@ final case class TwsRecipe(
     )
 }
 
+/** How one group of one store's rewrite is written, in a task on an executor: built on the driver, sent to
+  * the task, and holding only what can travel (schemas as JSON, paths, IDs, Spark's serializable store
+  * settings); what cannot (placements, encoders, providers) it builds in the task. Returns the group's new
+  * partitions' unique IDs and row counts, in the order of `group.newPartitions`.
+  */
+trait GroupWriter extends Serializable {
+  def operatorId: Long
+  def storeName: String
+  def write(group: RepartitionGroup, conf: Configuration, scratchRoot: File): StoreRepartitioner.Result
+}
+
+/** A lineagestore store's group, from its old partitions' committed checkpoints
+  * ([[StoreRepartitioner.rewriteGroup]]).
+  */
+final case class RepartitionWriter(
+    operatorId: Long,
+    storeName: String,
+    operatorDir: String,
+    sources: Seq[RepartitionSource],
+    emptyVersion: Long,
+    recipe: PlacementRecipe
+) extends GroupWriter {
+  override def write(
+      group: RepartitionGroup,
+      conf: Configuration,
+      scratchRoot: File
+  ): StoreRepartitioner.Result =
+    StoreRepartitioner.rewriteGroup(
+      operatorId,
+      storeName,
+      sources,
+      group,
+      p => StateLayout.storeDir(operatorDir, p, storeName),
+      emptyVersion,
+      recipe.build(conf),
+      CrashPoints.None,
+      scratchRoot,
+      conf = conf
+    )
+}
+
 /** The rewrite of a checkpoint's stores into a new partition count as one Spark job (docs/repartition.md,
   * "The Spark job"): the driver plans (the groups of [[StoreRepartitioner.groupsOf]], the same decision the
   * tools' threads take), each group of each store is one task, which opens only its group's old stores on its
@@ -77,16 +118,8 @@ object RepartitionJob {
     */
   val TaskAfterWrite = "repartition.task-after-write"
 
-  /** One store name of one operator, as the driver planned it. */
-  final case class StoreJob(
-      operatorId: Long,
-      storeName: String,
-      operatorDir: String,
-      sources: Seq[RepartitionSource],
-      emptyVersion: Long,
-      recipe: PlacementRecipe,
-      groups: Seq[RepartitionGroup]
-  )
+  /** One store name of one operator, as the driver planned it: its groups and how one is written. */
+  final case class StoreJob(writer: GroupWriter, groups: Seq[RepartitionGroup])
 
   /** One task's work: group `group` of store `store` (indexes into the job's stores and that store's groups).
     */
@@ -142,15 +175,20 @@ object RepartitionJob {
     ): Unit = {
       recipe.build(spark.sessionState.newHadoopConf())
       val parsed = RepartitionSource.parseLines(sources)
-      stores += StoreJob(
-        operatorId,
-        storeName,
-        operatorDir,
-        parsed,
-        emptyVersion,
-        recipe,
+      add(
+        RepartitionWriter(operatorId, storeName, operatorDir, parsed, emptyVersion, recipe),
         StoreRepartitioner.groupsOf(parsed, partitions, generalPathOnly)
       )
+    }
+
+    /** Adds a store whose groups `writer` writes (a migration's: `StateMigration`). */
+    def add(writer: GroupWriter, groups: Seq[RepartitionGroup]): Unit = {
+      require(
+        groups.flatMap(_.newPartitions).sorted == (0 until partitions),
+        s"operator ${writer.operatorId} store ${writer.storeName}: the groups do not cover each of the " +
+          s"$partitions new partitions once"
+      )
+      stores += StoreJob(writer, groups)
     }
 
     /** Runs every group of every store as one task of one job; JSON: per store (in the order added) its new
@@ -172,8 +210,8 @@ object RepartitionJob {
           )
         )
         obj(
-          "operatorId" -> store.operatorId,
-          "storeName" -> store.storeName,
+          "operatorId" -> store.writer.operatorId,
+          "storeName" -> store.writer.storeName,
           "uniqueIds" -> strs(r.uniqueIds),
           "rowsRead" -> r.rowsRead,
           "rowsPerPartition" -> arr(r.rowsPerPartition.map(Num)),
@@ -230,7 +268,7 @@ object RepartitionJob {
   }
 
   /** In the task: writes group `task.group` of `store` into a scratch directory under the executor's local
-    * directories (where Spark keeps its shuffle files), then deletes the scratch copy.
+    * directories (where Spark keeps its shuffle files), which the writer deletes after.
     */
   private def rewrite(
       store: StoreJob,
@@ -239,24 +277,14 @@ object RepartitionJob {
       failAfterWrite: Boolean
   ): GroupResult = {
     val t0 = System.nanoTime()
-    val group = store.groups(task.group)
     val scratchRoot = new File(Utils.getLocalDir(SparkEnv.get.conf))
-    val r = StoreRepartitioner.rewriteGroup(
-      store.operatorId,
-      store.storeName,
-      store.sources,
-      group,
-      p => StateLayout.storeDir(store.operatorDir, p, store.storeName),
-      store.emptyVersion,
-      store.recipe.build(conf),
-      CrashPoints.None,
-      scratchRoot,
-      conf = conf
-    )
+    val r = store.writer.write(store.groups(task.group), conf, scratchRoot)
     val ctx = TaskContext.get()
     val attempt = if (ctx == null) 0 else ctx.attemptNumber()
     if (failAfterWrite && attempt == 0)
-      throw new IllegalStateException(s"injected failure at $TaskAfterWrite (store ${store.storeName})")
+      throw new IllegalStateException(
+        s"injected failure at $TaskAfterWrite (store ${store.writer.storeName})"
+      )
     GroupResult(
       task,
       r.uniqueIds,
