@@ -293,7 +293,7 @@ def _tools_of(target: Any) -> tuple[JvmTools, Any]:
     raise TypeError(f"repartition takes a SparkSession or JvmTools, got {type(target).__name__}")
 
 
-def _placement_args(s: StorePlan, partitions: int) -> tuple[str, tuple[Any, ...]]:
+def _placement_args(s: StorePlan) -> tuple[str, tuple[Any, ...]]:
     """How store ``s``'s keys are placed: which placement (``"tws"`` or ``"rows"``) and its arguments, the
     same for the tools' JVM and the Spark job's recipes."""
     if s.tws is not None:
@@ -316,7 +316,7 @@ def _rewrite_in_jvm(
     phases: dict[str, int] = {}
     progress.start("repartition", len(p.stores))
     for s in p.stores:
-        kind, args = _placement_args(s, p.new_partitions)
+        kind, args = _placement_args(s)
         if kind == "tws":
             name, store, files, props, encoding = args
             placement = tools.tws_placement(name, store, files.split("\n"), props, encoding, p.new_partitions)
@@ -347,7 +347,7 @@ def _rewrite_as_job(
     job_class = spark._jvm.org.apache.spark.sql.execution.streaming.state.lineagestore.RepartitionJob
     job = g(job_class.builder, p.new_partitions, general_path_only)
     for s in p.stores:
-        kind, args = _placement_args(s, p.new_partitions)
+        kind, args = _placement_args(s)
         recipe = g(job.twsRecipe, *args) if kind == "tws" else g(job.rowKeyRecipe, *args)
         g(
             job.store,
